@@ -1,0 +1,396 @@
+/* StarPU glue of jsync.power: the power iteration, each product w = S v as chunk tasks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/npy.h"
+#include "../../src/stage.h"
+#include "jsync_glue.h"
+
+/*
+ * DESIGN: every iteration submits one task per chunk, all reading v (as
+ * 64-bit fixed point, see jsync.h) and accumulating into w in STARPU_REDUX
+ * mode: each worker adds into its own copy, StarPU merges the copies with
+ * the add codelet when the driver acquires w.  Because the sums are integer
+ * sums, the merged w does not depend on which worker ran which chunk, so a
+ * run on CPUs and a run on GPUs iterate identically.  The O(P) steps between
+ * products (normalise, residual, quantise) run in the driver on the acquired
+ * host copies.
+ */
+
+static void matvec_cpu(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	jsync_matvec_cpu((const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
+			 (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			 (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]));
+}
+
+static void fused_cpu(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	jsync_matvec_fused_cpu((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
+			       (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			       (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]));
+}
+
+static void zero_cpu(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	memset((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0,
+	       STARPU_VECTOR_GET_NX(buffers[0]) * sizeof(int64_t));
+}
+
+static void add_cpu(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	int64_t *dst = (int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const int64_t *src = (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+#ifdef SP_HAVE_CUDA
+static struct CUstream_st *stream(void)
+{
+	return (struct CUstream_st *)starpu_cuda_get_local_stream();
+}
+
+static void matvec_cuda(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (jsync_matvec_cuda((const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
+			      (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			      (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]), stream()) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+}
+
+static void fused_cuda(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (jsync_matvec_fused_cuda((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0,
+				    a->p1, (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				    (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]), stream()) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+}
+
+/* Reduction codelets have no status to report into: a failed launch is
+ * impossible to recover from mid-reduction, so it aborts with a message. */
+static void zero_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	if (jsync_zero_cuda((int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			    (int64_t)STARPU_VECTOR_GET_NX(buffers[0]), stream()) != 0) {
+		fprintf(stderr, "starpipe: %s: kernel launch failed\n", __func__);
+		abort();
+	}
+}
+
+static void add_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	if (jsync_add_cuda((int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			   (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			   (int64_t)STARPU_VECTOR_GET_NX(buffers[0]), stream()) != 0) {
+		fprintf(stderr, "starpipe: %s: kernel launch failed\n", __func__);
+		abort();
+	}
+}
+#define SP__CUDA(f) .cuda_funcs = { f }, .cuda_flags = { STARPU_CUDA_ASYNC },
+#else
+#define SP__CUDA(f)
+#endif
+
+static struct starpu_perfmodel matvec_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "jsync_matvec",
+	.footprint = jsync_chunk_footprint,
+	.size_base = jsync_chunk_size_base,
+};
+
+static struct starpu_perfmodel fused_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "jsync_matvec_fused",
+	.footprint = jsync_chunk_footprint,
+	.size_base = jsync_chunk_size_base,
+};
+
+static struct starpu_codelet matvec_cl = {
+	.cpu_funcs = { matvec_cpu },
+	SP__CUDA(matvec_cuda)
+	.nbuffers = 3,
+	.modes = { STARPU_R, STARPU_R, STARPU_REDUX },
+	.model = &matvec_model,
+	.name = "jsync_matvec",
+};
+
+static struct starpu_codelet fused_cl = {
+	.cpu_funcs = { fused_cpu },
+	SP__CUDA(fused_cuda)
+	.nbuffers = 3,
+	.modes = { STARPU_R, STARPU_R, STARPU_REDUX },
+	.model = &fused_model,
+	.name = "jsync_matvec_fused",
+};
+
+static struct starpu_codelet zero_cl = {
+	.cpu_funcs = { zero_cpu },
+	SP__CUDA(zero_cuda)
+	.nbuffers = 1,
+	.modes = { STARPU_W },
+	.name = "jsync_zero",
+};
+
+static struct starpu_codelet add_cl = {
+	.cpu_funcs = { add_cpu },
+	SP__CUDA(add_cuda)
+	.nbuffers = 2,
+	.modes = { STARPU_RW, STARPU_R },
+	.name = "jsync_add",
+};
+
+static void signs_free(sp_value_t *v)
+{
+	jsync_signs_t *s = (jsync_signs_t *)v;
+	if (s->h != NULL)
+		starpu_data_unregister(s->h);
+	if (s->s != NULL)
+		starpu_free(s->s);
+	free(s);
+}
+
+/* splitmix64: a small, portable, seedable generator for the start vector. */
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static int start_vector(sp_item_t *item, const sp_gstage_t *st, int64_t P, double *v)
+{
+	sp_status_t *status = sp_item_status(item);
+	char *path = sp_item_param(item, st, "start");
+	int ret = 0;
+
+	if (path == NULL)
+		return SP_ENOMEM;
+	if (path[0] != '\0') {
+		sp_err_t err = { 0 };
+		int64_t shape[1] = { P };
+		double *x = NULL;
+		sp_npy_t h;
+		if (sp_npy_load_f8(path, 1, shape, &x, &h, &err) != 0) {
+			ret = sp_status_set_err(status, &err);
+		} else {
+			memcpy(v, x, (size_t)P * sizeof *v);
+			free(x);
+		}
+	} else {
+		uint64_t s = (uint64_t)sp_param_int(sp_gstage_param(st, "seed")->text);
+		for (int64_t p = 0; p < P; p++)
+			v[p] = (double)(splitmix64(&s) >> 11) * 0x1.0p-53;
+	}
+	free(path);
+	return ret;
+}
+
+static double norm2(const double *x, int64_t n)
+{
+	double s = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += x[i] * x[i];
+	return sqrt(s);
+}
+
+static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	jsync_triplets_t *t = (jsync_triplets_t *)in[0];
+	int64_t N = t->N, P = jsync_npairs(N);
+	double eps = sp_param_float(sp_gstage_param(st, "eps")->text);
+	long long max_iters = sp_param_int(sp_gstage_param(st, "max_iters")->text);
+	jsync_signs_t *sg = calloc(1, sizeof *sg);
+	double *v = malloc((size_t)P * sizeof *v);
+	int64_t *vq = NULL, *wq = NULL;
+	starpu_data_handle_t vh = NULL, wh = NULL;
+	double res = INFINITY, rayleigh = NAN;
+	long long it = 0;
+	int ret = 0;
+
+	if (sg == NULL || v == NULL) {
+		free(sg);
+		free(v);
+		return SP_ENOMEM;
+	}
+	sg->base.type = "jsync.signs";
+	sg->base.free_cb = signs_free;
+	sg->N = N;
+	sg->P = P;
+	*out = &sg->base;
+	if (starpu_malloc((void **)&sg->s, (size_t)P * sizeof(double)) != 0 ||
+	    starpu_malloc((void **)&vq, (size_t)P * sizeof *vq) != 0 ||
+	    starpu_malloc((void **)&wq, (size_t)P * sizeof *wq) != 0) {
+		ret = sp_status_set(status, SP_ENOMEM, "%s: cannot allocate the power-iteration vectors",
+				    sp_item_path(item));
+		goto out;
+	}
+	if ((ret = start_vector(item, st, P, v)) != 0)
+		goto out;
+	double nv = norm2(v, P);
+	if (!(nv > 0) || !isfinite(nv)) {
+		ret = sp_status_set(status, SP_EINVAL, "%s: the start vector is zero or not finite",
+				    sp_item_path(item));
+		goto out;
+	}
+	for (int64_t p = 0; p < P; p++)
+		v[p] /= nv;
+
+	starpu_vector_data_register(&vh, STARPU_MAIN_RAM, (uintptr_t)vq, (uint32_t)P, sizeof *vq);
+	starpu_vector_data_register(&wh, STARPU_MAIN_RAM, (uintptr_t)wq, (uint32_t)P, sizeof *wq);
+	starpu_data_set_reduction_methods(wh, &add_cl, &zero_cl);
+
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, t->recompute ? "jsync_matvec_fused" : "jsync_matvec");
+	if (ctx == NULL) {
+		ret = SP_ENOMEM;
+		goto out;
+	}
+	jsync_chunk_arg_t *args = calloc(t->nchunks, sizeof *args);
+	if (args == NULL) {
+		ret = SP_ENOMEM;
+		goto out;
+	}
+	for (size_t c = 0; c < t->nchunks; c++) {
+		args[c] = t->args[c];
+		args[c].ctx = ctx;
+	}
+
+	while (it < max_iters && res > eps) {
+		starpu_data_acquire(vh, STARPU_W);
+		int e = jsync_quantize(v, P, vq);
+		starpu_data_release(vh);
+		starpu_data_acquire(wh, STARPU_W);
+		memset(wq, 0, (size_t)P * sizeof *wq);
+		starpu_data_release(wh);
+
+		for (size_t c = 0; c < t->nchunks && ret == 0; c++) {
+			sp_taskctx_submitting(ctx);
+			if (t->recompute)
+				ret = starpu_task_insert(&fused_cl, STARPU_R, t->rijs->h, STARPU_R, vh,
+							 STARPU_REDUX, wh, STARPU_CL_ARGS_NFREE, &args[c],
+							 sizeof args[c], SP_TASK_ARGS(ctx), 0);
+			else
+				ret = starpu_task_insert(&matvec_cl, STARPU_R, t->h[c], STARPU_R, vh,
+							 STARPU_REDUX, wh, STARPU_CL_ARGS_NFREE, &args[c],
+							 sizeof args[c], SP_TASK_ARGS(ctx), 0);
+		}
+		if (ret != 0) {
+			ret = sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",
+					    sp_item_path(item), ret);
+			/* Wait for the chunks already submitted: they use args. */
+			starpu_data_acquire(wh, STARPU_R);
+			starpu_data_release(wh);
+			break;
+		}
+		starpu_data_acquire(wh, STARPU_R);
+		if (sp_status_failed(status)) {
+			starpu_data_release(wh);
+			ret = status->code;
+			break;
+		}
+		/* w = S v exactly up to v's quantisation; then w / ||w||. */
+		double scale = ldexp(1.0, -e), nw = 0, dot = 0, d = 0;
+		for (int64_t p = 0; p < P; p++) {
+			double w = (double)wq[p] * scale;
+			nw += w * w;
+			dot += w * v[p];
+		}
+		starpu_data_release(wh);
+		nw = sqrt(nw);
+		it++;
+		rayleigh = dot; /* v is unit: v'Sv */
+		if (!(nw > 0)) {
+			ret = sp_status_set(status, SP_ENOTCONV,
+					    "%s: the sign-matrix product is zero at iteration %lld",
+					    sp_item_path(item), it);
+			break;
+		}
+		for (int64_t p = 0; p < P; p++) {
+			double w = (double)wq[p] * scale / nw;
+			d += (w - v[p]) * (w - v[p]);
+			v[p] = w;
+		}
+		res = sqrt(d);
+	}
+	free(args);
+	if (ret != 0)
+		goto out;
+	if (res > eps)
+		fprintf(stderr, "starpipe: %s: warning: power iteration stopped at max_iters = %lld with "
+			"residual %.3g > eps = %.3g\n", sp_item_path(item), max_iters, res, eps);
+
+	/* Global handedness: signs[0] = +1. */
+	double g = v[0] < 0 ? -1.0 : 1.0;
+	for (int64_t p = 0; p < P; p++)
+		sg->s[p] = (v[p] < 0 ? -1.0 : 1.0) * g;
+	starpu_vector_data_register(&sg->h, STARPU_MAIN_RAM, (uintptr_t)sg->s, (uint32_t)P,
+				    sizeof(double));
+	sp_item_report_num(item, "N", (double)N);
+	sp_item_report_num(item, "iterations", (double)it);
+	sp_item_report_num(item, "residual", res);
+	sp_item_report_num(item, "rayleigh_quotient", rayleigh);
+	sp_item_report_num(item, "rayleigh_expected_2N_minus_4", (double)(2 * N - 4));
+out:
+	if (vh != NULL)
+		starpu_data_unregister(vh);
+	if (wh != NULL)
+		starpu_data_unregister(wh);
+	starpu_free(vq);
+	starpu_free(wq);
+	free(v);
+	return ret;
+}
+
+static const sp_param_spec_t power_params[] = {
+	{ "eps", SP_PT_FLOAT, "1e-2", 0, 1, NULL, "stop when ||v_k+1 - v_k|| <= eps" },
+	{ "max_iters", SP_PT_INT, "1000", 1, 1000000, NULL, "iteration limit" },
+	{ "seed", SP_PT_INT, "0", 0, 9007199254740991.0, NULL,
+	  "seed of the uniform random start vector" },
+	{ "start", SP_PT_PATH, "", 0, -1, NULL,
+	  "NPY float64 [P] start vector (overrides seed), for exact comparisons" },
+};
+static const sp_port_spec_t power_inputs[] = {
+	{ "triplets", "jsync.triplets", "per-triplet choices" },
+};
+static const sp_port_spec_t power_outputs[] = {
+	{ "signs", "jsync.signs", "one sign per pair, signs[0] = +1" },
+};
+
+const sp_stage_kind_t sp_jsync_power_kind = {
+	.name = "jsync.power",
+	.help = "Power iteration on the triplet sign matrix",
+	.params = power_params,
+	.nparams = 4,
+	.inputs = power_inputs,
+	.ninputs = 1,
+	.outputs = power_outputs,
+	.noutputs = 1,
+#ifdef SP_HAVE_CUDA
+	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
+#else
+	.impl = SP_IMPL_CPU,
+#endif
+	.run = power_run,
+};

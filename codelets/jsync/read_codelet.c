@@ -1,0 +1,129 @@
+/* StarPU glue of jsync.read: NPY [P,3,3] float64 into a registered buffer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/npy.h"
+#include "../../src/stage.h"
+#include "jsync_glue.h"
+
+struct jsync_read_arg {
+	sp_taskctx_t *ctx;
+	char *path;
+	sp_npy_t npy;
+};
+
+static void read_cpu(void *buffers[], void *cl_arg)
+{
+	struct jsync_read_arg *a = cl_arg;
+	double *R = (double *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	sp_err_t err = { 0 };
+
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (sp_npy_read_f8(a->path, &a->npy, R, &err) != 0)
+		sp_status_set_err(a->ctx->status, &err);
+}
+
+/* File I/O runs on CPU workers only: the file system is there. */
+static struct starpu_codelet read_cl = {
+	.cpu_funcs = { read_cpu },
+	.cpu_funcs_name = { "jsync_read_cpu" },
+	.nbuffers = 1,
+	.modes = { STARPU_W },
+	.name = "jsync_read",
+};
+
+static void rijs_free(sp_value_t *v)
+{
+	jsync_rijs_t *r = (jsync_rijs_t *)v;
+	if (r->h != NULL)
+		starpu_data_unregister(r->h);
+	if (r->R != NULL)
+		starpu_free(r->R);
+	if (r->arg != NULL) {
+		free(r->arg->path);
+		free(r->arg);
+	}
+	free(r);
+}
+
+static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		    sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	struct jsync_read_arg *a = calloc(1, sizeof *a);
+	jsync_rijs_t *r = calloc(1, sizeof *r);
+	sp_err_t err = { 0 };
+	(void)in;
+
+	if (a == NULL || r == NULL) {
+		free(a);
+		free(r);
+		return SP_ENOMEM;
+	}
+	r->base.type = "jsync.rijs";
+	r->base.free_cb = rijs_free;
+	r->arg = a;
+	*out = &r->base;
+	a->path = sp_item_param(item, st, "file");
+	if (a->path == NULL)
+		return SP_ENOMEM;
+
+	/* The header is read here, synchronously, to size the buffer; the data
+	 * is read by a task, overlapping with other items' work. */
+	if (sp_npy_open(a->path, &a->npy, &err) != 0)
+		return sp_status_set_err(status, &err);
+	if (a->npy.ndim != 3 || a->npy.shape[1] != 3 || a->npy.shape[2] != 3)
+		return sp_status_set(status, SP_ESHAPE,
+				     "%s: expected an array of shape (P, 3, 3) (one 3x3 matrix per pair), "
+				     "got %d dimension(s)%s",
+				     a->path, a->npy.ndim,
+				     a->npy.ndim == 3 ? " with other sizes" : "");
+	int64_t P = a->npy.shape[0];
+	int64_t N = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)P)) / 2.0);
+	if (jsync_npairs(N) != P || N < 3)
+		return sp_status_set(status, SP_ESHAPE,
+				     "%s: %lld matrices is not the number of pairs N(N-1)/2 of N >= 3 images",
+				     a->path, (long long)P);
+	if (N > JSYNC_MAX_N)
+		return sp_status_set(status, SP_ESHAPE, "%s: N = %lld images is more than the %d supported",
+				     a->path, (long long)N, JSYNC_MAX_N);
+	r->N = N;
+	r->P = P;
+	if (starpu_malloc((void **)&r->R, (size_t)P * 9 * sizeof(double)) != 0) {
+		r->R = NULL;
+		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %lld bytes", a->path,
+				     (long long)P * 72);
+	}
+	starpu_vector_data_register(&r->h, STARPU_MAIN_RAM, (uintptr_t)r->R, (uint32_t)(P * 9),
+				    sizeof(double));
+	a->ctx = sp_item_taskctx(item, st, "jsync_read");
+	if (a->ctx == NULL)
+		return SP_ENOMEM;
+	sp_taskctx_submitting(a->ctx);
+	int ret = starpu_task_insert(&read_cl, STARPU_W, r->h, STARPU_CL_ARGS_NFREE, a, sizeof *a,
+				     SP_TASK_ARGS(a->ctx), 0);
+	if (ret != 0)
+		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", a->path, ret);
+	return 0;
+}
+
+static const sp_param_spec_t read_params[] = {
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
+	  "NPY file of the relative rotations, float64 [P, 3, 3], P = N(N-1)/2" },
+};
+static const sp_port_spec_t read_outputs[] = {
+	{ "rijs", "jsync.rijs", "relative rotations R_ij, pairs i<j in row-major order" },
+};
+
+const sp_stage_kind_t sp_jsync_read_kind = {
+	.name = "jsync.read",
+	.help = "Read relative rotations R[P][3][3] from an NPY file",
+	.params = read_params,
+	.nparams = 1,
+	.outputs = read_outputs,
+	.noutputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = read_run,
+};

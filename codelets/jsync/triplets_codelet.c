@@ -1,0 +1,188 @@
+/* StarPU glue of jsync.triplets: each triplet's best J-configuration, in chunk tasks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/stage.h"
+#include "jsync_glue.h"
+
+uint32_t jsync_chunk_footprint(struct starpu_task *task)
+{
+	const jsync_chunk_arg_t *a = task->cl_arg;
+	uint64_t n = (uint64_t)a->ntriplets;
+	int lg = 63 - __builtin_clzll(n | 1);
+	uint32_t mant = lg >= 4 ? (uint32_t)(n >> (lg - 4)) : (uint32_t)n;
+	return ((uint32_t)lg << 8) ^ mant;
+}
+
+size_t jsync_chunk_size_base(struct starpu_task *task, unsigned nimpl)
+{
+	(void)nimpl;
+	return (size_t)((const jsync_chunk_arg_t *)task->cl_arg)->ntriplets;
+}
+
+static void best_cpu(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	jsync_best_cpu((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
+		       (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]));
+}
+
+#ifdef SP_HAVE_CUDA
+static void best_cuda(void *buffers[], void *cl_arg)
+{
+	const jsync_chunk_arg_t *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (jsync_best_cuda((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
+			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			    (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+}
+#endif
+
+static struct starpu_perfmodel best_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "jsync_best",
+	.footprint = jsync_chunk_footprint,
+	.size_base = jsync_chunk_size_base,
+};
+
+static struct starpu_codelet best_cl = {
+	.cpu_funcs = { best_cpu },
+	.cpu_funcs_name = { "jsync_best_cpu_glue" },
+#ifdef SP_HAVE_CUDA
+	.cuda_funcs = { best_cuda },
+	.cuda_flags = { STARPU_CUDA_ASYNC },
+#endif
+	.nbuffers = 2,
+	.modes = { STARPU_R, STARPU_W },
+	.model = &best_model,
+	.name = "jsync_best",
+};
+
+static void triplets_free(sp_value_t *v)
+{
+	jsync_triplets_t *t = (jsync_triplets_t *)v;
+	if (t->h != NULL) {
+		for (size_t c = 0; c < t->nchunks; c++)
+			if (t->h[c] != NULL)
+				starpu_data_unregister_no_coherency(t->h[c]);
+		free(t->h);
+	}
+	free(t->bounds);
+	free(t->args);
+	free(t);
+}
+
+/* Chunks per worker: enough for the schedulers to balance, few enough that
+ * each task lasts milliseconds. */
+#define JSYNC_CHUNKS_PER_WORKER 8
+#define JSYNC_MIN_CHUNK_TRIPLETS (1 << 16)
+
+static size_t auto_chunks(int64_t N)
+{
+	int64_t T = jsync_ntriplets(N);
+	size_t n = (size_t)sp_item_nworkers() * JSYNC_CHUNKS_PER_WORKER;
+	if (n < 1)
+		n = 1;
+	if ((int64_t)n > T / JSYNC_MIN_CHUNK_TRIPLETS)
+		n = (size_t)(T / JSYNC_MIN_CHUNK_TRIPLETS);
+	return n < 1 ? 1 : n;
+}
+
+static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	jsync_rijs_t *r = (jsync_rijs_t *)in[0];
+	jsync_triplets_t *t = calloc(1, sizeof *t);
+	const char *store = sp_gstage_param(st, "store")->text;
+	unsigned long long budget = sp_param_size(sp_gstage_param(st, "memory_budget")->text);
+	long long ntasks = sp_param_int(sp_gstage_param(st, "tasks")->text);
+
+	if (t == NULL)
+		return SP_ENOMEM;
+	t->base.type = "jsync.triplets";
+	t->base.free_cb = triplets_free;
+	*out = &t->base;
+	t->rijs = r;
+	t->N = r->N;
+
+	size_t want = ntasks > 0 ? (size_t)ntasks : auto_chunks(r->N);
+	t->bounds = malloc((want + 1) * sizeof *t->bounds);
+	if (t->bounds == NULL)
+		return SP_ENOMEM;
+	t->nchunks = jsync_split(r->N, want, t->bounds);
+	t->args = calloc(t->nchunks, sizeof *t->args);
+	if (t->args == NULL)
+		return SP_ENOMEM;
+
+	size_t bytes = jsync_choice_bytes(r->N, 0, jsync_npairs(r->N));
+	if (strcmp(store, "recompute") == 0)
+		t->recompute = 1;
+	else if (strcmp(store, "auto") == 0)
+		t->recompute = bytes > budget;
+	sp_item_report_num(item, "triplet_choice_bytes", t->recompute ? 0.0 : (double)bytes);
+
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, t->recompute ? "jsync_matvec_fused" : "jsync_best");
+	if (ctx == NULL)
+		return SP_ENOMEM;
+	for (size_t c = 0; c < t->nchunks; c++) {
+		t->args[c] = (jsync_chunk_arg_t){ ctx, r->N, t->bounds[c], t->bounds[c + 1],
+						  jsync_chunk_triplets(r->N, t->bounds[c],
+								       t->bounds[c + 1]) };
+	}
+	if (t->recompute)
+		return 0; /* the power stage's products recompute the choices */
+
+	t->h = calloc(t->nchunks, sizeof *t->h);
+	if (t->h == NULL)
+		return SP_ENOMEM;
+	for (size_t c = 0; c < t->nchunks; c++) {
+		size_t nb = jsync_choice_bytes(r->N, t->bounds[c], t->bounds[c + 1]);
+		/* No home buffer: StarPU allocates the choices where the tasks run. */
+		starpu_vector_data_register(&t->h[c], -1, 0, (uint32_t)nb, 1);
+		sp_taskctx_submitting(ctx);
+		int ret = starpu_task_insert(&best_cl, STARPU_R, r->h, STARPU_W, t->h[c],
+					     STARPU_CL_ARGS_NFREE, &t->args[c], sizeof t->args[c],
+					     SP_TASK_ARGS(ctx), 0);
+		if (ret != 0)
+			return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",
+					     sp_item_path(item), ret);
+	}
+	return 0;
+}
+
+static const sp_param_spec_t triplets_params[] = {
+	{ "store", SP_PT_ENUM, "auto", 0, -1, "auto|store|recompute",
+	  "keep the 2-bit choices (store), recompute them in every product, or store when they fit memory_budget" },
+	{ "memory_budget", SP_PT_SIZE, "2G", 0, 1e18, NULL,
+	  "largest choice array kept in memory (about N^3/24 bytes) in auto mode" },
+	{ "tasks", SP_PT_INT, "0", 0, 1000000, NULL,
+	  "number of chunk tasks; 0: 8 per worker" },
+};
+static const sp_port_spec_t triplets_inputs[] = {
+	{ "rijs", "jsync.rijs", "relative rotations" },
+};
+static const sp_port_spec_t triplets_outputs[] = {
+	{ "triplets", "jsync.triplets", "per-triplet best configuration (2 bits each)" },
+};
+
+const sp_stage_kind_t sp_jsync_triplets_kind = {
+	.name = "jsync.triplets",
+	.help = "Best J-configuration of every triplet",
+	.params = triplets_params,
+	.nparams = 3,
+	.inputs = triplets_inputs,
+	.ninputs = 1,
+	.outputs = triplets_outputs,
+	.noutputs = 1,
+#ifdef SP_HAVE_CUDA
+	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
+#else
+	.impl = SP_IMPL_CPU,
+#endif
+	.run = triplets_run,
+};

@@ -1,0 +1,180 @@
+/* StarPU glue of jsync.write: signs and synchronized rotations as NPY files. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/npy.h"
+#include "../../src/stage.h"
+#include "jsync_glue.h"
+
+struct jsync_write_arg {
+	sp_taskctx_t *ctx;
+	char *signs_path, *synced_path;
+	int64_t P;
+};
+
+typedef struct jsync_write_val {
+	sp_value_t base;
+	struct jsync_write_arg *arg;
+	struct starpu_task *task; /* not detached: freed by starpu_task_wait */
+} jsync_write_val_t;
+
+/* Creates the folder that will hold path (mkdir -p of its dirname). */
+static int make_parent(const char *path, sp_err_t *err)
+{
+	char *copy = strdup(path);
+	if (copy == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	char *dir = dirname(copy);
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+			goto fail;
+		*p = '/';
+	}
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		goto fail;
+	free(copy);
+	return 0;
+fail:;
+	int e = errno;
+	int r = sp_seterr(err, SP_EIO, "%s: cannot create folder '%s': %s", path, dir, strerror(e));
+	free(copy);
+	return r;
+}
+
+static void write_cpu(void *buffers[], void *cl_arg)
+{
+	struct jsync_write_arg *a = cl_arg;
+	const double *s = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const double *R = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	int64_t shape[3] = { a->P, 3, 3 };
+	sp_err_t err = { 0 };
+
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (make_parent(a->signs_path, &err) != 0 ||
+	    sp_npy_write_f8(a->signs_path, s, 1, shape, &err) != 0) {
+		sp_status_set_err(a->ctx->status, &err);
+		return;
+	}
+	if (a->synced_path[0] == '\0')
+		return;
+	double *out = malloc((size_t)a->P * 9 * sizeof *out);
+	if (out == NULL) {
+		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", a->synced_path);
+		unlink(a->signs_path);
+		return;
+	}
+	/* J R J with J = diag(-1, -1, 1) negates row-major entries 2, 5, 6, 7. */
+	for (int64_t p = 0; p < a->P; p++) {
+		memcpy(out + 9 * p, R + 9 * p, 9 * sizeof *out);
+		if (s[p] < 0) {
+			out[9 * p + 2] = -out[9 * p + 2];
+			out[9 * p + 5] = -out[9 * p + 5];
+			out[9 * p + 6] = -out[9 * p + 6];
+			out[9 * p + 7] = -out[9 * p + 7];
+		}
+	}
+	if (make_parent(a->synced_path, &err) != 0 ||
+	    sp_npy_write_f8(a->synced_path, out, 3, shape, &err) != 0) {
+		/* Both files or neither. */
+		unlink(a->signs_path);
+		sp_status_set_err(a->ctx->status, &err);
+	}
+	free(out);
+}
+
+static struct starpu_codelet write_cl = {
+	.cpu_funcs = { write_cpu },
+	.cpu_funcs_name = { "jsync_write_cpu" },
+	.nbuffers = 2,
+	.modes = { STARPU_R, STARPU_R },
+	.name = "jsync_write",
+};
+
+static void write_free(sp_value_t *v)
+{
+	jsync_write_val_t *w = (jsync_write_val_t *)v;
+	/* The task may still run: wait for it before freeing its argument. */
+	if (w->task != NULL)
+		(void)!starpu_task_wait(w->task);
+	if (w->arg != NULL) {
+		free(w->arg->signs_path);
+		free(w->arg->synced_path);
+		free(w->arg);
+	}
+	free(w);
+}
+
+static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	jsync_signs_t *s = (jsync_signs_t *)in[0];
+	jsync_rijs_t *r = (jsync_rijs_t *)in[1];
+	jsync_write_val_t *w = calloc(1, sizeof *w);
+	struct jsync_write_arg *a = calloc(1, sizeof *a);
+
+	if (w == NULL || a == NULL) {
+		free(w);
+		free(a);
+		return SP_ENOMEM;
+	}
+	/* A value with no port: it only ties the argument's lifetime to the item. */
+	w->base.type = "jsync.write";
+	w->base.free_cb = write_free;
+	w->arg = a;
+	*out = &w->base;
+	a->P = s->P;
+	a->signs_path = sp_item_param(item, st, "signs");
+	a->synced_path = sp_item_param(item, st, "synced");
+	if (a->signs_path == NULL || a->synced_path == NULL)
+		return SP_ENOMEM;
+	a->ctx = sp_item_taskctx(item, st, "jsync_write");
+	if (a->ctx == NULL)
+		return SP_ENOMEM;
+	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, s->h, STARPU_R, r->h,
+						     STARPU_CL_ARGS_NFREE, a, sizeof *a,
+						     SP_TASK_ARGS(a->ctx), 0);
+	if (task == NULL)
+		return SP_ENOMEM;
+	task->detach = 0;
+	task->cl_arg_free = 0; /* a is ours (StarPU 1.3's task_build ignores _NFREE) */
+	sp_taskctx_submitting(a->ctx);
+	int ret = starpu_task_submit(task);
+	if (ret == 0)
+		w->task = task;
+	else
+		starpu_task_destroy(task);
+	if (ret != 0)
+		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
+				     a->signs_path, ret);
+	return 0;
+}
+
+static const sp_param_spec_t write_params[] = {
+	{ "signs", SP_PT_PATH, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate" },
+	{ "synced", SP_PT_PATH, "", 0, -1, NULL,
+	  "output NPY float64 [P, 3, 3]: J R J where the sign is -1 (\"\": not written)" },
+};
+static const sp_port_spec_t write_inputs[] = {
+	{ "signs", "jsync.signs", "signs of the pairs" },
+	{ "rijs", "jsync.rijs", "the relative rotations they apply to" },
+};
+
+const sp_stage_kind_t sp_jsync_write_kind = {
+	.name = "jsync.write",
+	.help = "Write signs and synchronized rotations as NPY",
+	.params = write_params,
+	.nparams = 2,
+	.inputs = write_inputs,
+	.ninputs = 2,
+	.impl = SP_IMPL_CPU,
+	.run = write_run,
+};

@@ -1,0 +1,124 @@
+/* Pipeline graph files: parse, validate, expand ${var}, print as DOT. */
+#ifndef SP_GRAPH_H
+#define SP_GRAPH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "stage.h"
+
+/*
+ * DESIGN: the YAML document is loaded with libyaml (every node keeps its
+ * line and column), then walked once into an sp_graph_t; each problem found
+ * becomes one diagnostic `file:line:col: message` followed by the source
+ * line and a caret, so the user sees all problems of a file at once.  ${var}
+ * references are resolved against the graph's `params:` defaults and the
+ * command line's --set values at load time; the per-item builtins ${item},
+ * ${stem} and ${index} stay in the text and are expanded per work item by
+ * sp_graph_expand().
+ */
+
+typedef struct sp_loc {
+	int line, col; /* 1-based; 0 when the value is a default */
+} sp_loc_t;
+
+/* A diagnostic list.  Diagnostics are printed in the order found. */
+typedef struct sp_diag {
+	const char *file; /* as given by the user */
+	char *source;     /* whole file text, for the caret lines; may be NULL */
+	size_t n;
+	struct sp_diag_entry {
+		sp_loc_t loc;
+		char *msg;
+	} *v;
+} sp_diag_t;
+
+void sp_diag_init(sp_diag_t *d, const char *file);
+void sp_diag_add(sp_diag_t *d, sp_loc_t loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Prints every diagnostic as "file:line:col: msg", the source line and a
+ * caret under the column. */
+void sp_diag_print(const sp_diag_t *d, FILE *f);
+void sp_diag_free(sp_diag_t *d);
+
+/* A `--set name=value` from the command line. */
+typedef struct sp_var {
+	const char *name;
+	const char *value;
+} sp_var_t;
+
+typedef struct sp_gparam {
+	const sp_param_spec_t *spec;
+	char *text;   /* global ${var}s resolved; may still hold ${item} etc. */
+	sp_loc_t loc; /* where set; {0,0} for a default */
+} sp_gparam_t;
+
+typedef struct sp_ginput {
+	size_t stage; /* index into sp_graph_t.stages of the producer */
+	size_t port;  /* index into that stage kind's outputs */
+	sp_loc_t loc;
+} sp_ginput_t;
+
+typedef struct sp_gstage {
+	char *name;
+	const sp_stage_kind_t *kind;
+	sp_loc_t loc;
+	int priority;        /* `priority:`, default 0; higher runs first */
+	sp_gparam_t *params; /* kind->nparams entries, in spec order */
+	sp_ginput_t *inputs; /* kind->ninputs entries, in spec order */
+} sp_gstage_t;
+
+typedef enum { SP_ITEMS_NONE, SP_ITEMS_FILES, SP_ITEMS_GLOB, SP_ITEMS_MANIFEST } sp_items_kind_t;
+
+typedef struct sp_graph {
+	char *file;        /* the graph file's path */
+	char *pipeline;    /* `pipeline:` */
+	char *description; /* `description:`, or NULL */
+	sp_gstage_t *stages; /* topologically sorted, producers first */
+	size_t nstages;
+	sp_items_kind_t items_kind; /* `inputs:` section */
+	char **items_spec;          /* files, or one glob, or one manifest path */
+	size_t nitems_spec;
+	sp_loc_t items_loc;
+	sp_gparam_t *runtime; /* sp_runtime_nparams entries, spec order */
+	char **var_names;     /* `params:` section, after --set */
+	char **var_values;
+	size_t nvars;
+} sp_graph_t;
+
+/* Loads and validates `path`.  vars are the command line's --set values (a
+ * name not declared in `params:` is an error).  On success returns 0 and
+ * *out; otherwise SP_EGRAPH (or SP_ENOENT/SP_EIO when the file cannot be
+ * read) and every problem found is in diag (which must be initialised with
+ * sp_diag_init; it also receives the file's text). */
+int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars,
+		  sp_graph_t **out, sp_diag_t *diag);
+
+/* Same, from text in memory; `path` is used in messages only. */
+int sp_graph_load_string(const char *path, const char *text, const sp_var_t *vars,
+			 size_t nvars, sp_graph_t **out, sp_diag_t *diag);
+
+void sp_graph_free(sp_graph_t **g);
+
+/* Expands the per-item builtins in text: ${item} (the item's path), ${stem}
+ * (its base name without directory and last extension) and ${index} (its
+ * 0-based position).  Returns a malloc'd string or NULL on ENOMEM. */
+char *sp_graph_expand(const char *text, const char *item, size_t index);
+
+/* Lists the work items named by the `inputs:` section (files in order; glob
+ * matches sorted; manifest lines, '#' comments and blank lines skipped,
+ * relative paths taken from the manifest's folder).  Returns 0 and a
+ * malloc'd array of malloc'd paths, or SP_ENOENT/SP_EIO with err set. */
+struct sp_err;
+int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err);
+
+/* Writes the pipeline as Graphviz DOT. */
+void sp_graph_dot(const sp_graph_t *g, FILE *f);
+
+/* The stage parameter `name` of st (its spec must exist: asserts). */
+const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name);
+
+/* The runtime: parameter `name` of g. */
+const char *sp_graph_runtime(const sp_graph_t *g, const char *name);
+
+#endif /* SP_GRAPH_H */

@@ -1,0 +1,93 @@
+/* What a stage's glue sees of a running work item: values, tasks, errors. */
+#ifndef SP_ITEM_H
+#define SP_ITEM_H
+
+/*
+ * DESIGN: a work item (one input file, or one manifest line) runs in its own
+ * driver thread, which calls each stage's `run` in topological order.  A
+ * stage's run submits StarPU tasks and returns output values that wrap data
+ * handles; later stages' tasks depend on them through StarPU's implicit data
+ * dependencies, so stages of one item, and different items, overlap.
+ *
+ * Codelet functions return void: a failing kernel records the first error of
+ * its item in the item's sp_status_t (atomically, as Chameleon's sequence
+ * status); the driver checks it when it waits, and the run reports it.
+ */
+
+#include <stdatomic.h>
+#include <starpu.h>
+
+#include "error.h"
+#include "graph.h"
+
+/* The first error of an item; set from any worker thread. */
+typedef struct sp_status {
+	atomic_int code; /* 0 until the first error */
+	sp_err_t err;    /* written once, by the thread that set code */
+} sp_status_t;
+
+/* Records an error if none is recorded yet; returns code. */
+int sp_status_set(sp_status_t *st, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Copies an sp_err_t into the status if none is recorded yet; returns its code. */
+int sp_status_set_err(sp_status_t *st, const sp_err_t *err);
+
+static inline int sp_status_failed(sp_status_t *st)
+{
+	return atomic_load_explicit(&st->code, memory_order_acquire) != 0;
+}
+
+/* A stage's output: stage-specific structs embed this as their first member.
+ * free_cb unregisters handles and frees buffers; it may block until the
+ * tasks using them are done. */
+typedef struct sp_value {
+	const char *type; /* the port type, as in sp_port_spec_t */
+	void (*free_cb)(struct sp_value *v);
+} sp_value_t;
+
+typedef struct sp_item sp_item_t;
+
+/* The per-(item, stage) context every task carries as its callback argument:
+ * it names the task in traces and reports, and points to the status. */
+typedef struct sp_taskctx {
+	sp_item_t *item;
+	sp_status_t *status;
+	const char *stage;  /* stage name in the graph */
+	const char *kernel; /* codelet name, e.g. "jsync_matvec" */
+	int stage_index;
+	int priority;
+} sp_taskctx_t;
+
+/* Returns a context for tasks of `kernel` in the current stage; it lives as
+ * long as the item.  NULL on ENOMEM. */
+sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage,
+			      const char *kernel);
+
+/* Must be called once per task, right before submitting it with
+ * SP_TASK_ARGS(ctx), so progress and reports count it. */
+void sp_taskctx_submitting(sp_taskctx_t *ctx);
+
+void sp__task_done_cb(void *arg);
+
+/* The starpu_task_insert() arguments every starpipe task carries. */
+#define SP_TASK_ARGS(ctx)                                           \
+	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),  \
+		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority
+
+/* The item's input path, its index, its status. */
+const char *sp_item_path(const sp_item_t *item);
+size_t sp_item_index(const sp_item_t *item);
+sp_status_t *sp_item_status(sp_item_t *item);
+
+/* A parameter of the stage for this item: text with ${item}, ${stem},
+ * ${index} expanded (malloc'd; NULL on ENOMEM). */
+char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name);
+
+/* Adds a figure to the item's section of the run report (JSON number). */
+void sp_item_report_num(sp_item_t *item, const char *key, double value);
+
+/* Number of CPU and CUDA workers of the session, for task splitting. */
+unsigned sp_item_nworkers(void);
+
+#endif /* SP_ITEM_H */

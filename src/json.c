@@ -1,0 +1,217 @@
+/* A small streaming JSON writer: a growing buffer and a comma state per level. */
+#define _GNU_SOURCE
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SP__JSON_MAXDEPTH 64
+
+struct sp_json {
+	char *buf;
+	size_t len, cap;
+	int failed;
+	int depth;
+	unsigned char need_comma[SP__JSON_MAXDEPTH];
+	int after_key;
+};
+
+sp_json_t *sp_json_new(void)
+{
+	return calloc(1, sizeof(sp_json_t));
+}
+
+void sp_json_free(sp_json_t **j)
+{
+	if (*j != NULL) {
+		free((*j)->buf);
+		free(*j);
+		*j = NULL;
+	}
+}
+
+static void put(sp_json_t *j, const char *s, size_t n)
+{
+	if (j->failed)
+		return;
+	if (j->len + n + 1 > j->cap) {
+		size_t cap = j->cap ? j->cap : 256;
+		while (cap < j->len + n + 1)
+			cap *= 2;
+		char *b = realloc(j->buf, cap);
+		if (b == NULL) {
+			j->failed = 1;
+			return;
+		}
+		j->buf = b;
+		j->cap = cap;
+	}
+	memcpy(j->buf + j->len, s, n);
+	j->len += n;
+	j->buf[j->len] = '\0';
+}
+
+static void puts_(sp_json_t *j, const char *s) { put(j, s, strlen(s)); }
+
+/* Separates a new value from the previous one at this level. */
+static void value_start(sp_json_t *j)
+{
+	if (j->after_key) {
+		j->after_key = 0;
+		return;
+	}
+	if (j->need_comma[j->depth])
+		puts_(j, ",");
+	j->need_comma[j->depth] = 1;
+}
+
+static void open_(sp_json_t *j, const char *c)
+{
+	value_start(j);
+	puts_(j, c);
+	if (j->depth + 1 < SP__JSON_MAXDEPTH)
+		j->depth++;
+	j->need_comma[j->depth] = 0;
+}
+
+static void close_(sp_json_t *j, const char *c)
+{
+	if (j->depth > 0)
+		j->depth--;
+	puts_(j, c);
+}
+
+void sp_json_begin_object(sp_json_t *j) { open_(j, "{"); }
+void sp_json_end_object(sp_json_t *j) { close_(j, "}"); }
+void sp_json_begin_array(sp_json_t *j) { open_(j, "["); }
+void sp_json_end_array(sp_json_t *j) { close_(j, "]"); }
+
+static void quoted(sp_json_t *j, const char *s)
+{
+	puts_(j, "\"");
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		char esc[8];
+		switch (*p) {
+		case '"': puts_(j, "\\\""); break;
+		case '\\': puts_(j, "\\\\"); break;
+		case '\n': puts_(j, "\\n"); break;
+		case '\t': puts_(j, "\\t"); break;
+		case '\r': puts_(j, "\\r"); break;
+		default:
+			if (*p < 0x20) {
+				snprintf(esc, sizeof esc, "\\u%04x", *p);
+				puts_(j, esc);
+			} else {
+				put(j, (const char *)p, 1);
+			}
+		}
+	}
+	puts_(j, "\"");
+}
+
+void sp_json_key(sp_json_t *j, const char *key)
+{
+	value_start(j);
+	quoted(j, key);
+	puts_(j, ":");
+	j->after_key = 1;
+}
+
+void sp_json_str(sp_json_t *j, const char *s)
+{
+	value_start(j);
+	quoted(j, s);
+}
+
+void sp_json_num(sp_json_t *j, double x)
+{
+	char b[40];
+	value_start(j);
+	if (!isfinite(x)) {
+		puts_(j, "null");
+		return;
+	}
+	snprintf(b, sizeof b, "%.17g", x);
+	puts_(j, b);
+}
+
+void sp_json_int(sp_json_t *j, long long x)
+{
+	char b[32];
+	value_start(j);
+	snprintf(b, sizeof b, "%lld", x);
+	puts_(j, b);
+}
+
+void sp_json_raw(sp_json_t *j, const char *text)
+{
+	value_start(j);
+	puts_(j, text);
+}
+
+void sp_json_kv_str(sp_json_t *j, const char *k, const char *s) { sp_json_key(j, k); sp_json_str(j, s); }
+void sp_json_kv_num(sp_json_t *j, const char *k, double x) { sp_json_key(j, k); sp_json_num(j, x); }
+void sp_json_kv_int(sp_json_t *j, const char *k, long long x) { sp_json_key(j, k); sp_json_int(j, x); }
+
+const char *sp_json_text(const sp_json_t *j)
+{
+	return j->failed ? NULL : (j->buf ? j->buf : "");
+}
+
+int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+	if (fd < 0)
+		return sp_seterr(err, SP_EIO, "%s: cannot create: %s", path, strerror(errno));
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = errno;
+			close(fd);
+			unlink(tmp);
+			return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
+	}
+	if (rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return sp_seterr(err, SP_EIO, "%s: cannot rename into place: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+int sp_json_write_file(const sp_json_t *j, const char *path, sp_err_t *err)
+{
+	const char *t = sp_json_text(j);
+	if (t == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory while formatting JSON", path);
+	size_t n = strlen(t);
+	char *b = malloc(n + 2);
+	if (b == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	memcpy(b, t, n);
+	b[n] = '\n';
+	int ret = sp_write_file_atomic(path, b, n + 1, err);
+	free(b);
+	return ret;
+}

@@ -1,0 +1,352 @@
+/* The starpipe command: parses the command line, prints, and calls the library. */
+#define _GNU_SOURCE
+#include <config.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "graph.h"
+#include "run.h"
+#include "runtime.h"
+#include "stage.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+	"Usage: starpipe COMMAND [OPTIONS]\n"
+	"\n"
+	"A task-graph runtime for heterogeneous nodes: runs declarative pipeline graphs\n"
+	"as StarPU tasks over every CPU core and GPU of the node.\n"
+	"\n"
+	"Commands:\n"
+	"  run GRAPH       run the pipeline over its work items\n"
+	"  validate GRAPH  check a graph file; print every problem as file:line:col\n"
+	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
+	"  list            print every stage kind, its parameters and implementations\n"
+	"\n"
+	"Options of run, validate and dot:\n"
+	"  -s, --set NAME=VALUE     set a pipeline variable (see the graph's params:)\n"
+	"  -i, --input PATH         same as --set input=PATH\n"
+	"  -o, --output PATH        same as --set output=PATH\n"
+	"Options of run (they override the graph's runtime: section):\n"
+	"      --sched NAME         StarPU scheduler (auto: dmdas with GPUs, lws without)\n"
+	"      --ncpus N            CPU workers (-1: all cores)\n"
+	"      --ncuda N            CUDA GPUs (-1: all)\n"
+	"      --workers-per-gpu N  CUDA workers (streams) per GPU\n"
+	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
+	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
+	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
+	"      --inflight N         work items driven at once (default 2)\n"
+	"      --report FILE.json   write the run report as JSON\n"
+	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
+	"  -q, --quiet              no progress, no report on stderr\n"
+	"  -v, --verbose            one line per item started\n"
+	"  -h, --help               this help\n"
+	"  -V, --version            print the version\n"
+	"\n"
+	"Exit status: 0 success, 1 some work item failed, 2 bad usage or invalid graph.\n";
+
+enum {
+	OPT_SCHED = 256,
+	OPT_NCPUS,
+	OPT_NCUDA,
+	OPT_WPG,
+	OPT_PMDIR,
+	OPT_CALIB,
+	OPT_INFLIGHT,
+	OPT_REPORT,
+	OPT_TRACE,
+};
+
+struct cli {
+	const char *cmd, *graph;
+	sp_var_t vars[128];
+	size_t nvars;
+	const char *rt[6]; /* overrides of sp_runtime_params, by index */
+	const char *report, *trace;
+	long inflight;
+	int quiet, verbose;
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "starpipe: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'starpipe --help'.\n");
+	return EXIT_USAGE;
+}
+
+static int add_var(struct cli *c, const char *name, size_t nlen, const char *value)
+{
+	if (c->nvars == sizeof c->vars / sizeof c->vars[0])
+		return usage_error("%s", "too many --set options");
+	char *n = strndup(name, nlen);
+	if (n == NULL)
+		return usage_error("%s", "out of memory");
+	c->vars[c->nvars].name = n;
+	c->vars[c->nvars].value = value;
+	c->nvars++;
+	return 0;
+}
+
+static size_t rt_index(const char *name)
+{
+	for (size_t i = 0; i < sp_runtime_nparams; i++)
+		if (strcmp(sp_runtime_params[i].name, name) == 0)
+			return i;
+	abort(); /* the option table names only existing parameters */
+}
+
+static int set_rt(struct cli *c, const char *name, const char *value, const char *opt)
+{
+	size_t i = rt_index(name);
+	char msg[256];
+	if (sp_param_check(&sp_runtime_params[i], value, msg, sizeof msg) != 0) {
+		fprintf(stderr, "starpipe: %s: %s\nTry 'starpipe --help'.\n", opt, msg);
+		return EXIT_USAGE;
+	}
+	c->rt[i] = value;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+	static const struct option lo[] = {
+		{ "set", required_argument, NULL, 's' },
+		{ "input", required_argument, NULL, 'i' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "sched", required_argument, NULL, OPT_SCHED },
+		{ "ncpus", required_argument, NULL, OPT_NCPUS },
+		{ "ncuda", required_argument, NULL, OPT_NCUDA },
+		{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
+		{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
+		{ "calibrate", required_argument, NULL, OPT_CALIB },
+		{ "inflight", required_argument, NULL, OPT_INFLIGHT },
+		{ "report", required_argument, NULL, OPT_REPORT },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o, r = 0;
+	char *end;
+
+	c->inflight = 2;
+	while ((o = getopt_long(argc, argv, "s:i:o:qvhV", lo, NULL)) != -1) {
+		switch (o) {
+		case 's': {
+			const char *eq = strchr(optarg, '=');
+			if (eq == NULL || eq == optarg)
+				return usage_error("--set expects NAME=VALUE, got '%s'", optarg);
+			r = add_var(c, optarg, (size_t)(eq - optarg), eq + 1);
+			break;
+		}
+		case 'i': r = add_var(c, "input", 5, optarg); break;
+		case 'o': r = add_var(c, "output", 6, optarg); break;
+		case OPT_SCHED: r = set_rt(c, "scheduler", optarg, "--sched"); break;
+		case OPT_NCPUS: r = set_rt(c, "ncpus", optarg, "--ncpus"); break;
+		case OPT_NCUDA: r = set_rt(c, "ncuda", optarg, "--ncuda"); break;
+		case OPT_WPG: r = set_rt(c, "workers_per_gpu", optarg, "--workers-per-gpu"); break;
+		case OPT_PMDIR: r = set_rt(c, "perfmodel_dir", optarg, "--perfmodel-dir"); break;
+		case OPT_CALIB: r = set_rt(c, "calibrate", optarg, "--calibrate"); break;
+		case OPT_INFLIGHT:
+			c->inflight = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || c->inflight < 1 || c->inflight > 64)
+				return usage_error("--inflight expects an integer in [1, 64], got '%s'", optarg);
+			break;
+		case OPT_REPORT: c->report = optarg; break;
+		case OPT_TRACE: c->trace = optarg; break;
+		case 'q': c->quiet = 1; break;
+		case 'v': c->verbose = 1; break;
+		case 'h': fputs(usage_text, stdout); exit(0);
+		case 'V': printf("starpipe %s\n", PACKAGE_VERSION); exit(0);
+		default: return usage_error("%s", "invalid option");
+		}
+		if (r != 0)
+			return r;
+	}
+	if (optind >= argc)
+		return usage_error("%s", "missing command");
+	c->cmd = argv[optind++];
+	if (strcmp(c->cmd, "list") != 0 && strcmp(c->cmd, "help") != 0) {
+		if (optind >= argc)
+			return usage_error("%s: missing graph file", c->cmd);
+		c->graph = argv[optind++];
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+static const char *ptype_name(sp_ptype_t t)
+{
+	switch (t) {
+	case SP_PT_INT: return "int";
+	case SP_PT_FLOAT: return "float";
+	case SP_PT_BOOL: return "bool";
+	case SP_PT_STRING: return "string";
+	case SP_PT_PATH: return "path";
+	case SP_PT_ENUM: return "enum";
+	case SP_PT_SIZE: return "size";
+	}
+	return "?";
+}
+
+static void print_params(const sp_param_spec_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		printf("    %-16s %-6s ", p[i].name, ptype_name(p[i].type));
+		if (p[i].def == NULL)
+			printf("%-12s", "(required)");
+		else
+			printf("= %-10s", p[i].def[0] ? p[i].def : "\"\"");
+		printf(" %s", p[i].help ? p[i].help : "");
+		if (p[i].type == SP_PT_ENUM)
+			printf(" [%s]", p[i].choices);
+		else if ((p[i].type == SP_PT_INT || p[i].type == SP_PT_FLOAT) && p[i].min <= p[i].max)
+			printf(" [%.15g, %.15g]", p[i].min, p[i].max);
+		printf("\n");
+	}
+}
+
+static int cmd_list(void)
+{
+	size_t n;
+	const sp_stage_kind_t *const *k = sp_stage_kinds(&n);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s  (%s%s%s)\n  %s\n", k[i]->name, (k[i]->impl & SP_IMPL_CPU) ? "CPU" : "",
+		       (k[i]->impl & SP_IMPL_CPU) && (k[i]->impl & SP_IMPL_CUDA) ? "+" : "",
+		       (k[i]->impl & SP_IMPL_CUDA) ? "CUDA" : "", k[i]->help);
+		if (k[i]->nparams) {
+			printf("  parameters:\n");
+			print_params(k[i]->params, k[i]->nparams);
+		}
+		for (size_t p = 0; p < k[i]->ninputs; p++)
+			printf("  in  %-12s %s\n", k[i]->inputs[p].name, k[i]->inputs[p].type);
+		for (size_t p = 0; p < k[i]->noutputs; p++)
+			printf("  out %-12s %s\n", k[i]->outputs[p].name, k[i]->outputs[p].type);
+		printf("\n");
+	}
+	printf("runtime: section\n");
+	print_params(sp_runtime_params, sp_runtime_nparams);
+#ifdef SP_HAVE_CUDA
+	printf("\nThis build has CUDA implementations.\n");
+#else
+	printf("\nThis build has no CUDA implementations (configure --enable-cuda).\n");
+#endif
+	return 0;
+}
+
+/* The value of runtime parameter i: command line, else graph, else default. */
+static const char *rt_value(const struct cli *c, const sp_graph_t *g, size_t i)
+{
+	if (c->rt[i] != NULL)
+		return c->rt[i];
+	return sp_graph_runtime(g, sp_runtime_params[i].name);
+}
+
+static int cmd_run(struct cli *c, sp_graph_t *g)
+{
+	char **items = NULL;
+	size_t nitems = 0;
+	sp_err_t err = { 0 };
+	sp_runtime_conf_t conf;
+	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose };
+	sp_run_result_t res;
+	int status = 0;
+
+	if (sp_graph_items(g, &items, &nitems, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		return 1;
+	}
+	if (nitems == 0) {
+		fprintf(stderr, "starpipe: %s: the inputs: section names no work item\n", g->file);
+		free(items);
+		return 1;
+	}
+	conf.scheduler = rt_value(c, g, rt_index("scheduler"));
+	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
+	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
+	conf.workers_per_gpu = (int)sp_param_int(rt_value(c, g, rt_index("workers_per_gpu")));
+	conf.perfmodel_dir = rt_value(c, g, rt_index("perfmodel_dir"));
+	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
+	conf.progress = !c->quiet;
+	conf.trace = c->trace != NULL;
+
+	if (sp_runtime_init(&conf, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		status = 1;
+		goto out;
+	}
+	int ret = sp_run(g, items, nitems, &ro, &res);
+	if (ret != 0 && ret != SP_ECANCELED) {
+		fprintf(stderr, "starpipe: %s: %s\n", g->file, sp_strerror(ret));
+		status = 1;
+	}
+	if (res.nfailed) {
+		fprintf(stderr, "starpipe: %zu of %zu item(s) failed\n", res.nfailed, nitems);
+		status = 1;
+	}
+	if (!c->quiet)
+		sp_runtime_print_report(g->pipeline);
+	if (c->report != NULL && sp_runtime_write_report(c->report, g->pipeline, res.items_json, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		status = 1;
+	}
+	if (c->trace != NULL && sp_runtime_write_trace(c->trace, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		status = 1;
+	}
+	free(res.items_json);
+	sp_runtime_shutdown();
+out:
+	for (size_t i = 0; i < nitems; i++)
+		free(items[i]);
+	free(items);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { 0 };
+	sp_graph_t *g = NULL;
+	sp_diag_t d;
+	int r = parse_args(argc, argv, &c);
+
+	if (r == 0 && (strcmp(c.cmd, "list") == 0)) {
+		r = cmd_list();
+		goto out;
+	}
+	if (r == 0 && strcmp(c.cmd, "help") == 0) {
+		fputs(usage_text, stdout);
+		goto out;
+	}
+	if (r == 0 && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "validate") != 0 &&
+	    strcmp(c.cmd, "dot") != 0)
+		r = usage_error("unknown command '%s'", c.cmd);
+	if (r != 0)
+		goto out;
+
+	sp_diag_init(&d, c.graph);
+	int ret = sp_graph_load(c.graph, c.vars, c.nvars, &g, &d);
+	if (ret != 0) {
+		sp_diag_print(&d, stderr);
+		sp_diag_free(&d);
+		r = EXIT_USAGE;
+		goto out;
+	}
+	sp_diag_free(&d);
+	if (strcmp(c.cmd, "dot") == 0)
+		sp_graph_dot(g, stdout);
+	else if (strcmp(c.cmd, "run") == 0)
+		r = cmd_run(&c, g);
+	sp_graph_free(&g);
+out:
+	for (size_t i = 0; i < c.nvars; i++)
+		free((char *)c.vars[i].name);
+	return r;
+}

@@ -1,0 +1,483 @@
+/* The StarPU session: configuration, task accounting, progress, reports, traces. */
+#define _GNU_SOURCE
+#include <config.h>
+#include "runtime.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <starpu.h>
+
+#include "json.h"
+
+/*
+ * DESIGN: the statistics are written by task callbacks (any worker thread)
+ * under one mutex; a callback does a few additions, so contention is
+ * negligible next to tasks of a millisecond or more.  The progress thread
+ * only reads atomics.
+ */
+
+#define SP__MAXKERNELS 64
+
+struct sp__kstat {
+	const char *stage, *kernel; /* not owned: graph and codelet strings */
+	unsigned long long ntasks[2]; /* [0] CPU, [1] CUDA */
+	double busy_us[2];
+};
+
+struct sp__trace_rec {
+	const char *stage, *kernel;
+	int worker;
+	double start_us, end_us;
+};
+
+static struct {
+	int up;
+	double t0; /* monotonic seconds at init */
+	pthread_mutex_t lock;
+	struct sp__kstat k[SP__MAXKERNELS];
+	size_t nk;
+	double worker_busy_us[STARPU_NMAXWORKERS];
+	unsigned long long worker_ntasks[STARPU_NMAXWORKERS];
+	int trace;
+	struct sp__trace_rec *rec;
+	size_t nrec, caprec;
+	atomic_ullong submitted, done;
+	atomic_size_t items_total, items_done;
+	int progress;
+	pthread_t progress_thread;
+	atomic_int stop_progress;
+	pthread_mutex_t plock;
+	pthread_cond_t pcond;
+	char sched[64];
+} rt = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	 .plock = PTHREAD_MUTEX_INITIALIZER,
+	 .pcond = PTHREAD_COND_INITIALIZER };
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	if (xdg != NULL && xdg[0] == '/')
+		snprintf(buf, len, "%s/starpipe/perfmodels", xdg);
+	else if (home != NULL && home[0] != '\0')
+		snprintf(buf, len, "%s/.cache/starpipe/perfmodels", home);
+	else
+		snprintf(buf, len, "/tmp/starpipe-%u/perfmodels", (unsigned)getuid());
+	return buf;
+}
+
+/* mkdir -p; returns 0 or -1 with errno. */
+static int mkdirs(const char *path)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static void *progress_main(void *arg);
+
+int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
+{
+	struct starpu_conf conf;
+	char dir[4096];
+	char num[32];
+	int ret;
+
+	if (starpu_conf_init(&conf) != 0)
+		return sp_seterr(err, SP_ESTARPU, "starpu_conf_init failed");
+
+	/* StarPU reads its perf-model folder and workers-per-GPU count from
+	 * the environment only (1.3); set them before starpu_init. */
+	if (c->perfmodel_dir != NULL && c->perfmodel_dir[0] != '\0')
+		snprintf(dir, sizeof dir, "%s", c->perfmodel_dir);
+	else
+		sp_runtime_default_perfmodel_dir(dir, sizeof dir);
+	if (mkdirs(dir) != 0)
+		return sp_seterr(err, SP_EIO, "%s: cannot create the performance-model folder: %s",
+				 dir, strerror(errno));
+	setenv("STARPU_PERF_MODEL_DIR", dir, 1);
+	snprintf(num, sizeof num, "%d", c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
+	setenv("STARPU_NWORKER_PER_CUDA", num, 1);
+	if (getenv("STARPU_SILENT") == NULL)
+		setenv("STARPU_SILENT", "1", 1);
+
+	conf.ncpus = c->ncpus;
+	conf.ncuda = c->ncuda;
+	conf.nopencl = 0;
+	conf.calibrate = c->calibrate;
+	if (c->scheduler != NULL && strcmp(c->scheduler, "auto") != 0 && c->scheduler[0] != '\0') {
+		snprintf(rt.sched, sizeof rt.sched, "%s", c->scheduler);
+		conf.sched_policy_name = rt.sched;
+	} else {
+		/* dmdas needs GPUs to be worth its bookkeeping; decided again
+		 * after init if the build has CUDA but the node has no GPU. */
+#ifdef STARPU_USE_CUDA
+		snprintf(rt.sched, sizeof rt.sched, "%s", c->ncuda == 0 ? "lws" : "dmdas");
+#else
+		snprintf(rt.sched, sizeof rt.sched, "lws");
+#endif
+		conf.sched_policy_name = rt.sched;
+	}
+
+	ret = starpu_init(&conf);
+	if (ret == -ENODEV)
+		return sp_seterr(err, SP_ENODEV, "StarPU found no worker to run tasks on");
+	if (ret != 0)
+		return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
+
+	if ((c->scheduler == NULL || strcmp(c->scheduler, "auto") == 0 || c->scheduler[0] == '\0') &&
+	    starpu_cuda_worker_get_count() == 0 && strcmp(rt.sched, "lws") != 0) {
+		/* No GPU after all: restart with the CPU scheduler. */
+		starpu_shutdown();
+		snprintf(rt.sched, sizeof rt.sched, "lws");
+		conf.sched_policy_name = rt.sched;
+		ret = starpu_init(&conf);
+		if (ret != 0)
+			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
+	}
+
+	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+	rt.up = 1;
+	rt.t0 = now_s();
+	rt.trace = c->trace;
+	rt.progress = c->progress;
+	atomic_store(&rt.stop_progress, 0);
+	if (rt.progress && pthread_create(&rt.progress_thread, NULL, progress_main, NULL) != 0)
+		rt.progress = 0;
+	return 0;
+}
+
+unsigned sp_runtime_ncpu_workers(void) { return starpu_cpu_worker_get_count(); }
+unsigned sp_runtime_ncuda_workers(void) { return starpu_cuda_worker_get_count(); }
+
+void sp_runtime_items(size_t total) { atomic_store(&rt.items_total, total); }
+void sp_runtime_item_done(void) { atomic_fetch_add(&rt.items_done, 1); }
+void sp__runtime_task_submitted(void) { atomic_fetch_add(&rt.submitted, 1); }
+
+void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
+			   double start_us, double end_us)
+{
+	int cuda = workerid >= 0 && starpu_worker_get_type(workerid) == STARPU_CUDA_WORKER;
+	double dur = end_us - start_us;
+
+	pthread_mutex_lock(&rt.lock);
+	size_t i;
+	for (i = 0; i < rt.nk; i++)
+		if (rt.k[i].stage == stage && strcmp(rt.k[i].kernel, kernel) == 0)
+			break;
+	if (i == rt.nk && rt.nk < SP__MAXKERNELS) {
+		rt.k[i].stage = stage;
+		rt.k[i].kernel = kernel;
+		rt.nk++;
+	}
+	if (i < rt.nk) {
+		rt.k[i].ntasks[cuda]++;
+		rt.k[i].busy_us[cuda] += dur;
+	}
+	if (workerid >= 0 && workerid < STARPU_NMAXWORKERS) {
+		rt.worker_busy_us[workerid] += dur;
+		rt.worker_ntasks[workerid]++;
+	}
+	if (rt.trace) {
+		if (rt.nrec == rt.caprec) {
+			size_t cap = rt.caprec ? 2 * rt.caprec : 4096;
+			struct sp__trace_rec *r = realloc(rt.rec, cap * sizeof *r);
+			if (r != NULL) {
+				rt.rec = r;
+				rt.caprec = cap;
+			}
+		}
+		if (rt.nrec < rt.caprec)
+			rt.rec[rt.nrec++] = (struct sp__trace_rec){ stage, kernel, workerid,
+								   start_us, end_us };
+	}
+	pthread_mutex_unlock(&rt.lock);
+	atomic_fetch_add(&rt.done, 1);
+}
+
+static void fmt_duration(char *buf, size_t len, double s)
+{
+	if (!isfinite(s) || s < 0)
+		snprintf(buf, len, "?");
+	else if (s < 60)
+		snprintf(buf, len, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+	else
+		snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+}
+
+static void progress_line(int tty, int final)
+{
+	double el = now_s() - rt.t0;
+	unsigned long long sub = atomic_load(&rt.submitted), done = atomic_load(&rt.done);
+	size_t it = atomic_load(&rt.items_total), id = atomic_load(&rt.items_done);
+	char left[32], elapsed[32];
+	double frac = it ? (double)id / it : 0;
+	/* Within the items in flight, count their finished tasks as progress. */
+	if (it && id < it && sub > 0)
+		frac += (1.0 / it) * ((double)done / sub) * (double)(sub > done ? 1 : 0);
+	fmt_duration(elapsed, sizeof elapsed, el);
+	if (frac > 0.01 && !final)
+		fmt_duration(left, sizeof left, el / frac - el);
+	else
+		snprintf(left, sizeof left, final ? "0s" : "?");
+	fprintf(stderr, "%s[starpipe] items %zu/%zu  tasks %llu/%llu  %.0f tasks/s  elapsed %s  left %s%s",
+		tty ? "\r\033[K" : "", id, it, done, sub, el > 0 ? done / el : 0.0, elapsed, left,
+		tty ? "" : "\n");
+	fflush(stderr);
+}
+
+static void *progress_main(void *arg)
+{
+	(void)arg;
+	int tty = isatty(STDERR_FILENO);
+	double period = tty ? 0.5 : 10.0;
+	double last = now_s();
+	pthread_mutex_lock(&rt.plock);
+	while (!atomic_load(&rt.stop_progress)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&rt.pcond, &rt.plock, &ts);
+		if (!atomic_load(&rt.stop_progress) && now_s() - last >= period) {
+			progress_line(tty, 0);
+			last = now_s();
+		}
+	}
+	pthread_mutex_unlock(&rt.plock);
+	if (tty)
+		progress_line(tty, 1), fputc('\n', stderr);
+	return NULL;
+}
+
+static void stop_progress(void)
+{
+	if (!rt.progress)
+		return;
+	pthread_mutex_lock(&rt.plock);
+	atomic_store(&rt.stop_progress, 1);
+	pthread_cond_signal(&rt.pcond);
+	pthread_mutex_unlock(&rt.plock);
+	pthread_join(rt.progress_thread, NULL);
+	rt.progress = 0;
+}
+
+void sp_runtime_shutdown(void)
+{
+	if (!rt.up)
+		return;
+	starpu_task_wait_for_all();
+	stop_progress();
+	starpu_shutdown();
+	rt.up = 0;
+	free(rt.rec);
+	rt.rec = NULL;
+	rt.nrec = rt.caprec = 0;
+}
+
+static const char *worker_kind(int w)
+{
+	return starpu_worker_get_type(w) == STARPU_CUDA_WORKER ? "CUDA" : "CPU";
+}
+
+/* Sum of bytes moved over every bus, and the per-bus figures into j. */
+static unsigned long long bus_bytes(sp_json_t *j)
+{
+	unsigned long long total = 0;
+	int nb = starpu_bus_get_count();
+	if (j)
+		sp_json_key(j, "transfers"), sp_json_begin_array(j);
+	for (int b = 0; b < nb; b++) {
+		struct starpu_profiling_bus_info info;
+		memset(&info, 0, sizeof info);
+		if (starpu_bus_get_profiling_info(b, &info) != 0)
+			continue;
+		total += (unsigned long long)info.transferred_bytes;
+		if (j) {
+			sp_json_begin_object(j);
+			sp_json_kv_int(j, "src_node", starpu_bus_get_src(b));
+			sp_json_kv_int(j, "dst_node", starpu_bus_get_dst(b));
+			sp_json_kv_int(j, "bytes", info.transferred_bytes);
+			sp_json_kv_int(j, "count", info.transfer_count);
+			sp_json_end_object(j);
+		}
+	}
+	if (j)
+		sp_json_end_array(j);
+	return total;
+}
+
+static unsigned long long bytes_moved_cache;
+static int bytes_moved_read;
+
+/* Bus counters reset when read: read them once per run. */
+static unsigned long long bytes_moved(sp_json_t *j)
+{
+	if (!bytes_moved_read || j != NULL) {
+		bytes_moved_cache = bus_bytes(j);
+		bytes_moved_read = 1;
+	}
+	return bytes_moved_cache;
+}
+
+void sp_runtime_print_report(const char *pipeline)
+{
+	double wall = now_s() - rt.t0;
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+
+	stop_progress();
+	fprintf(stderr, "[starpipe] %s: %zu item(s) in %.3f s, scheduler %s, %u CPU + %u CUDA workers\n",
+		pipeline, atomic_load(&rt.items_done), wall, rt.sched, sp_runtime_ncpu_workers(),
+		sp_runtime_ncuda_workers());
+	fprintf(stderr, "[starpipe] %-20s %-18s %10s %10s %12s %12s\n", "stage", "kernel", "CPU tasks",
+		"CUDA tasks", "CPU s", "CUDA s");
+	pthread_mutex_lock(&rt.lock);
+	for (size_t i = 0; i < rt.nk; i++)
+		fprintf(stderr, "[starpipe] %-20s %-18s %10llu %10llu %12.3f %12.3f\n", rt.k[i].stage,
+			rt.k[i].kernel, rt.k[i].ntasks[0], rt.k[i].ntasks[1], rt.k[i].busy_us[0] * 1e-6,
+			rt.k[i].busy_us[1] * 1e-6);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		fprintf(stderr, "[starpipe] worker %-24s %4s busy %5.1f%%  %llu tasks\n", name,
+			worker_kind((int)w), wall > 0 ? 100.0 * rt.worker_busy_us[w] * 1e-6 / wall : 0.0,
+			rt.worker_ntasks[w]);
+	}
+	pthread_mutex_unlock(&rt.lock);
+	fprintf(stderr, "[starpipe] bytes moved between memory nodes: %llu\n", bytes_moved(NULL));
+}
+
+int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
+			    sp_err_t *err)
+{
+	double wall = now_s() - rt.t0;
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "pipeline", pipeline);
+	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
+	sp_json_kv_num(j, "wall_s", wall);
+	sp_json_kv_str(j, "scheduler", rt.sched);
+	sp_json_kv_int(j, "items", (long long)atomic_load(&rt.items_done));
+	sp_json_kv_int(j, "tasks", (long long)atomic_load(&rt.done));
+	sp_json_key(j, "stages");
+	sp_json_begin_array(j);
+	pthread_mutex_lock(&rt.lock);
+	for (size_t i = 0; i < rt.nk; i++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", rt.k[i].stage);
+		sp_json_kv_str(j, "kernel", rt.k[i].kernel);
+		sp_json_kv_int(j, "cpu_tasks", (long long)rt.k[i].ntasks[0]);
+		sp_json_kv_int(j, "cuda_tasks", (long long)rt.k[i].ntasks[1]);
+		sp_json_kv_num(j, "cpu_busy_s", rt.k[i].busy_us[0] * 1e-6);
+		sp_json_kv_num(j, "cuda_busy_s", rt.k[i].busy_us[1] * 1e-6);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+	sp_json_key(j, "workers");
+	sp_json_begin_array(j);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		sp_json_begin_object(j);
+		sp_json_kv_int(j, "id", w);
+		sp_json_kv_str(j, "name", name);
+		sp_json_kv_str(j, "type", worker_kind((int)w));
+		sp_json_kv_int(j, "tasks", (long long)rt.worker_ntasks[w]);
+		sp_json_kv_num(j, "busy_fraction", wall > 0 ? rt.worker_busy_us[w] * 1e-6 / wall : 0.0);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+	pthread_mutex_unlock(&rt.lock);
+	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
+	if (items_json != NULL) {
+		sp_json_key(j, "items_detail");
+		sp_json_raw(j, items_json);
+	}
+	sp_json_end_object(j);
+	int ret = sp_json_write_file(j, path, err);
+	sp_json_free(&j);
+	return ret;
+}
+
+int sp_runtime_write_trace(const char *path, sp_err_t *err)
+{
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "displayTimeUnit", "ms");
+	sp_json_key(j, "traceEvents");
+	sp_json_begin_array(j);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", "thread_name");
+		sp_json_kv_str(j, "ph", "M");
+		sp_json_kv_int(j, "pid", 0);
+		sp_json_kv_int(j, "tid", w);
+		sp_json_key(j, "args");
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", name);
+		sp_json_end_object(j);
+		sp_json_end_object(j);
+	}
+	pthread_mutex_lock(&rt.lock);
+	for (size_t i = 0; i < rt.nrec; i++) {
+		const struct sp__trace_rec *r = &rt.rec[i];
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", r->stage);
+		sp_json_kv_str(j, "cat", r->kernel);
+		sp_json_kv_str(j, "ph", "X");
+		sp_json_kv_int(j, "pid", 0);
+		sp_json_kv_int(j, "tid", r->worker);
+		sp_json_kv_num(j, "ts", r->start_us);
+		sp_json_kv_num(j, "dur", r->end_us - r->start_us);
+		sp_json_end_object(j);
+	}
+	pthread_mutex_unlock(&rt.lock);
+	sp_json_end_array(j);
+	sp_json_end_object(j);
+	int ret = sp_json_write_file(j, path, err);
+	sp_json_free(&j);
+	return ret;
+}

@@ -1,0 +1,62 @@
+/* The StarPU session of a starpipe process: workers, statistics, reports. */
+#ifndef SP_RUNTIME_H
+#define SP_RUNTIME_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+/*
+ * DESIGN: one StarPU session per process, configured from the command line
+ * and the graph's `runtime:` section (never only from STARPU_* variables).
+ * Per-task profiling is on: every task's completion callback records its
+ * worker and its start/end dates, from which the run report (tasks per stage
+ * per worker type, busy fraction per worker) and the Chrome trace are built.
+ * Bytes moved come from StarPU's bus profiling counters.
+ */
+
+typedef struct sp_runtime_conf {
+	const char *scheduler;     /* "auto": dmdas with GPUs, lws without */
+	int ncpus;                 /* -1: all cores */
+	int ncuda;                 /* -1: all GPUs */
+	int workers_per_gpu;       /* >= 1 */
+	const char *perfmodel_dir; /* "" or NULL: per-user default */
+	int calibrate;             /* 0, 1 (calibrate), 2 (recalibrate from scratch) */
+	int progress;              /* 0 off, 1 on stderr */
+	int trace;                 /* record per-task records for a trace */
+} sp_runtime_conf_t;
+
+/* Starts StarPU.  Returns 0 or SP_ESTARPU/SP_ENODEV with err set. */
+int sp_runtime_init(const sp_runtime_conf_t *conf, sp_err_t *err);
+
+/* Waits for every task, stops the progress display and StarPU. */
+void sp_runtime_shutdown(void);
+
+/* The per-user default folder of performance models. */
+const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len);
+
+/* Number of CPU / CUDA workers of the session. */
+unsigned sp_runtime_ncpu_workers(void);
+unsigned sp_runtime_ncuda_workers(void);
+
+/* Progress: the batch's item count and completed items. */
+void sp_runtime_items(size_t total);
+void sp_runtime_item_done(void);
+
+/* Counting of tasks (used by sp_taskctx_submitting and the callback). */
+void sp__runtime_task_submitted(void);
+void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
+			   double start_us, double end_us);
+
+/* Writes the run report as JSON (items_json: a JSON array text of per-item
+ * figures, or NULL).  Returns 0 or SP_EIO. */
+int sp_runtime_write_report(const char *path, const char *pipeline,
+			    const char *items_json, sp_err_t *err);
+
+/* Prints the human-readable report to stderr. */
+void sp_runtime_print_report(const char *pipeline);
+
+/* Writes the per-task timeline in Chrome trace-event format. */
+int sp_runtime_write_trace(const char *path, sp_err_t *err);
+
+#endif /* SP_RUNTIME_H */

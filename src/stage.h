@@ -1,0 +1,87 @@
+/* Stage kinds: the registry of what a graph file's `uses:` may name. */
+#ifndef SP_STAGE_H
+#define SP_STAGE_H
+
+#include <stddef.h>
+
+/*
+ * DESIGN: a stage kind is static data (its parameters and typed ports, used
+ * by the graph validator, `starpipe list` and the docs) plus one function
+ * that expands the stage into StarPU tasks for one work item.  The graph
+ * layer only reads the data; it never calls `run`, so it links and is tested
+ * without StarPU.
+ */
+
+typedef enum {
+	SP_PT_INT,    /* decimal integer, checked against [min, max] */
+	SP_PT_FLOAT,  /* real number (strtod syntax), checked against [min, max] */
+	SP_PT_BOOL,   /* true/false (also yes/no, on/off) */
+	SP_PT_STRING, /* any text */
+	SP_PT_PATH,   /* a file or directory name; may use ${item}, ${stem} */
+	SP_PT_ENUM,   /* one of the '|'-separated words in `choices` */
+	SP_PT_SIZE    /* bytes, with optional K/M/G/T suffix (powers of 1024) */
+} sp_ptype_t;
+
+typedef struct sp_param_spec {
+	const char *name;
+	sp_ptype_t type;
+	const char *def;     /* default, as text; NULL: the parameter is required */
+	double min, max;     /* range for INT, FLOAT, SIZE; ignored when min > max */
+	const char *choices; /* ENUM: "auto|store|recompute" */
+	const char *help;    /* one line */
+} sp_param_spec_t;
+
+typedef struct sp_port_spec {
+	const char *name;
+	const char *type; /* connected ports must have equal types */
+	const char *help;
+} sp_port_spec_t;
+
+enum { SP_IMPL_CPU = 1u << 0, SP_IMPL_CUDA = 1u << 1 };
+
+struct sp_item;
+struct sp_gstage;
+struct sp_value;
+
+/* Expands one stage for one work item into tasks: `in` holds the values of
+ * the kind's input ports (in spec order), `out` receives its outputs.  May
+ * block (an iterative stage waits for its own tasks).  Returns 0 or SP_E*. */
+typedef int (*sp_stage_run_fn)(struct sp_item *item,
+			       const struct sp_gstage *stage,
+			       struct sp_value *const *in, struct sp_value **out);
+
+typedef struct sp_stage_kind {
+	const char *name; /* "jsync.read": pipeline, dot, stage */
+	const char *help; /* one line */
+	const sp_param_spec_t *params;
+	size_t nparams;
+	const sp_port_spec_t *inputs;
+	size_t ninputs;
+	const sp_port_spec_t *outputs;
+	size_t noutputs;
+	unsigned impl; /* SP_IMPL_* bits compiled into this build */
+	sp_stage_run_fn run;
+} sp_stage_kind_t;
+
+/* All registered kinds, sorted by name; *n receives their number. */
+const sp_stage_kind_t *const *sp_stage_kinds(size_t *n);
+
+/* The kind called `name`, or NULL. */
+const sp_stage_kind_t *sp_stage_find(const char *name);
+
+/* The parameters accepted by a graph's `runtime:` section. */
+extern const sp_param_spec_t sp_runtime_params[];
+extern const size_t sp_runtime_nparams;
+
+/* Checks `text` against a parameter spec.  Returns 0, or SP_EINVAL with a
+ * message such as "expected an integer in [1, 100000], got '0'" in msg. */
+int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,
+		   size_t msglen);
+
+/* Parses a value already accepted by sp_param_check(). */
+long long sp_param_int(const char *text);
+double sp_param_float(const char *text);
+int sp_param_bool(const char *text);
+unsigned long long sp_param_size(const char *text);
+
+#endif /* SP_STAGE_H */

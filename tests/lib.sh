@@ -1,0 +1,59 @@
+# Shared helpers of the shell tests: TAP output and a scratch folder.
+# Sourced by tests/*.test; expects STARPIPE, SP_SHARED and srcdir from the
+# test environment (Makefile.am sets them).
+
+: "${srcdir:=.}"
+: "${STARPIPE:=./starpipe}"
+: "${SP_SHARED:=$srcdir/../shared}"
+tap_n=0
+tap_failed=0
+
+ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
+not_ok() { tap_n=$((tap_n + 1)); tap_failed=1; echo "not ok $tap_n - $*"; }
+
+# check DESCRIPTION COMMAND...: passes when the command succeeds.
+check() {
+	d=$1
+	shift
+	if "$@"; then ok "$d"; else not_ok "$d"; fi
+}
+
+# expect_exit CODE DESCRIPTION COMMAND...: runs the command, stderr in $T/err.
+expect_exit() {
+	want=$1
+	d=$2
+	shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then
+		ok "$d"
+	else
+		not_ok "$d (exit $got, expected $want)"
+		sed 's/^/# /' "$T/err" | head -20
+	fi
+}
+
+# grep_err PATTERN DESCRIPTION: the last command's stderr matches PATTERN.
+grep_err() {
+	if grep -q -- "$1" "$T/err"; then
+		ok "$2"
+	else
+		not_ok "$2 (stderr lacks '$1')"
+		sed 's/^/# /' "$T/err" | head -20
+	fi
+}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/starpipe-test.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export STARPU_PERF_MODEL_DIR="${STARPU_PERF_MODEL_DIR:-$T/perfmodels}"
+export STARPU_SILENT=1
+
+# A Python with NumPy, used only to read NPY/JSON outputs independently.
+PYTHON=
+for p in ${PYTHON_NUMPY:-} /usr/bin/python3 python3; do
+	if "$p" -c 'import numpy' 2>/dev/null; then PYTHON=$p; break; fi
+done
+python3() {
+	if [ -z "$PYTHON" ]; then echo "# no python3 with numpy" >&2; return 1; fi
+	"$PYTHON" "$@"
+}
