@@ -1532,9 +1532,11 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 	c.g = xcalloc(1, sizeof *c.g);
 	c.g->file = xstrdup(path);
 	root = yaml_document_get_root_node(&doc);
-	if (root == NULL) {
+	if (root == NULL || is_null(root)) {
 		sp_loc_t l = { 1, 1 };
 
+		if (root != NULL)
+			l = loc_of(root);
 		sp_diag_add(diag, l,
 			    "empty graph file (expected a mapping with 'starpipe:', 'pipeline:' and 'stages:')");
 	} else if (root->type != YAML_MAPPING_NODE) {

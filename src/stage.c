@@ -223,7 +223,7 @@ int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,
 		if (rc == 0 && (!ranged || ((double)v >= spec->min &&
 					    (double)v <= spec->max)))
 			return 0;
-		if (!ranged) {
+		if (rc > 0 || !ranged) {
 			snprintf(msg, msglen, "size '%s' is too large", text);
 			return SP_EINVAL;
 		}

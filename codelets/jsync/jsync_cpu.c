@@ -25,8 +25,15 @@
  * the sums start from +0, which adds exactly.
  */
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4l __attribute__((vector_size(32)));
+/* Lanes of the residual code: as wide as the target's vector registers
+ * (wider vectors are lowered through the stack by GCC, 4x slower). */
+#if defined(__AVX__)
+#define JS_W 4
+#else
+#define JS_W 2
+#endif
+typedef double vd __attribute__((vector_size(8 * JS_W)));
+typedef int64_t vl __attribute__((vector_size(8 * JS_W)));
 
 /* The 2-bit choice codes as branch-free sign masks (0: +, -1: -):
  * s_ij_jk is - for 1, 2; s_ik_jk is - for 2, 3; s_ij_ik is - for 1, 3. */
@@ -162,60 +169,89 @@ int jsync_quantize(const double *v, int64_t P, int64_t *vq)
 	return e;
 }
 
-/* The four costs of 4 consecutive triplets of a run, A fixed, B and C the
- * lanes (each [9][4]); see DESIGN for the order of operations. */
-static inline void costs4(const double *A, const v4d *B, const v4d *C,
-			  v4d cost[4])
-{
-	v4d c0 = { 0 }, c1 = { 0 }, c2 = { 0 }, c3 = { 0 };
+/* One entry (a, c) of the four residuals, written out per entry so that the
+ * sign pattern is fixed at compile time (E1, E2: the residual of c1, c2 is
+ * dp = d + C or dm = d - C; E3: that of c3 is e0 = s - C or sp = s + C). */
+#define JS_ENTRY(a, c, E1, E2, E3)                                          \
+	do {                                                                \
+		vd x = A[3 * (a)] * B[(c)] + A[3 * (a) + 1] * B[3 + (c)];   \
+		vd y = A[3 * (a) + 2] * B[6 + (c)];                         \
+		vd s = x + y, d = y - x, cc = C[3 * (a) + (c)];             \
+		vd e0 = s - cc, dp = d + cc, dm = d - cc, sp = s + cc;      \
+		(void)dp;                                                   \
+		(void)dm;                                                   \
+		(void)sp;                                                   \
+		c0 = c0 + e0 * e0;                                          \
+		c1 = c1 + (E1) * (E1);                                      \
+		c2 = c2 + (E2) * (E2);                                      \
+		c3 = c3 + (E3) * (E3);                                      \
+	} while (0)
 
-	for (int a = 0; a < 3; a++) {
-		for (int c = 0; c < 3; c++) {
-			v4d x = A[3 * a] * B[c] + A[3 * a + 1] * B[3 + c];
-			v4d y = A[3 * a + 2] * B[6 + c];
-			v4d s = x + y;
-			v4d d = y - x;
-			v4d cc = C[3 * a + c];
-			v4d e0 = s - cc;
-			v4d dp = d + cc, dm = d - cc;
-			v4d e1 = a < 2 ? dp : dm;
-			v4d e2 = c < 2 ? dp : dm;
-			v4d e3 = (a < 2) == (c < 2) ? e0 : s + cc;
-			c0 = c0 + e0 * e0;
-			c1 = c1 + e1 * e1;
-			c2 = c2 + e2 * e2;
-			c3 = c3 + e3 * e3;
-		}
-	}
+/* The four costs of JS_W consecutive triplets, A broadcast, B and C the
+ * lanes; see DESIGN for the order of operations. */
+static inline void costs(const vd *A, const vd *B, const vd *C, vd cost[4])
+{
+	vd c0 = { 0 }, c1 = { 0 }, c2 = { 0 }, c3 = { 0 };
+
+	JS_ENTRY(0, 0, dp, dp, e0);
+	JS_ENTRY(0, 1, dp, dp, e0);
+	JS_ENTRY(0, 2, dp, dm, sp);
+	JS_ENTRY(1, 0, dp, dp, e0);
+	JS_ENTRY(1, 1, dp, dp, e0);
+	JS_ENTRY(1, 2, dp, dm, sp);
+	JS_ENTRY(2, 0, dm, dp, sp);
+	JS_ENTRY(2, 1, dm, dp, sp);
+	JS_ENTRY(2, 2, dm, dm, e0);
 	cost[0] = c0;
 	cost[1] = c1;
 	cost[2] = c2;
 	cost[3] = c3;
 }
 
-/* Loads triplets t .. t+3 (those < L; the rest zero) of the B and C runs
- * (consecutive 3x3 matrices) into lanes. */
-static inline void load4(const double *Bp, const double *Cp, int64_t t,
-			 int64_t L, v4d B[9], v4d C[9])
+/* Triplets t .. t+JS_W-1 of a run (those < L; the rest zero) of the B and
+ * C runs (consecutive 3x3 matrices) into lanes.  Lanes are built in
+ * registers: scalar stores reloaded as a vector would stall on store
+ * forwarding. */
+static inline void load(const double *Bp, const double *Cp, int64_t t,
+			int64_t L, vd B[9], vd C[9])
 {
-	double b[9][4], c[9][4];
-	int n = L - t < 4 ? (int)(L - t) : 4;
+	const double *b = Bp + 9 * t, *c = Cp + 9 * t;
 
-	for (int l = 0; l < 4; l++) {
+	if (L - t >= JS_W) {
 		for (int e = 0; e < 9; e++) {
-			b[e][l] = l < n ? Bp[9 * (t + l) + e] : 0.0;
-			c[e][l] = l < n ? Cp[9 * (t + l) + e] : 0.0;
+#if JS_W == 4
+			B[e] = (vd){ b[e], b[9 + e], b[18 + e], b[27 + e] };
+			C[e] = (vd){ c[e], c[9 + e], c[18 + e], c[27 + e] };
+#else
+			B[e] = (vd){ b[e], b[9 + e] };
+			C[e] = (vd){ c[e], c[9 + e] };
+#endif
+		}
+		return;
+	}
+	for (int e = 0; e < 9; e++) {
+		for (int l = 0; l < JS_W; l++) {
+			B[e][l] = t + l < L ? b[9 * l + e] : 0.0;
+			C[e][l] = t + l < L ? c[9 * l + e] : 0.0;
 		}
 	}
-	memcpy(B, b, sizeof b);
-	memcpy(C, c, sizeof c);
 }
 
-/* The choice byte of 4 lanes of costs: first minimum, strict <. */
-static inline uint8_t choose4(const v4d cost[4])
+/* The choice byte of triplets t .. t+3 of a run (pad lanes beyond L get
+ * choice 0): first minimum, strict <. */
+static inline unsigned choice_byte(const vd *A, const double *Bp,
+				   const double *Cp, int64_t t, int64_t L)
 {
+	double cost[4][4];
 	unsigned byte = 0;
 
+	for (int h = 0; h < 4; h += JS_W) {
+		vd B[9], C[9], cv[4];
+		load(Bp, Cp, t + h, L, B, C);
+		costs(A, B, C, cv);
+		for (int q = 0; q < 4; q++)
+			memcpy(&cost[q][h], &cv[q], sizeof cv[q]);
+	}
 	for (int l = 0; l < 4; l++) {
 		double m = cost[0][l];
 		unsigned best = 0;
@@ -227,7 +263,15 @@ static inline uint8_t choose4(const v4d cost[4])
 		}
 		byte |= best << (2 * l);
 	}
-	return (uint8_t)byte;
+	return t + 4 <= L ? byte : byte & ((1u << (2 * (L - t))) - 1);
+}
+
+/* A (pair p's matrix) broadcast to lanes. */
+static inline void broadcast(const double *A, vd Av[9])
+{
+	for (int e = 0; e < 9; e++)
+		for (int l = 0; l < JS_W; l++)
+			Av[e][l] = A[e];
 }
 
 void jsync_best_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
@@ -240,15 +284,12 @@ void jsync_best_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
 	jsync_pair_ij(N, p0, &i, &j);
 	for (int64_t p = p0; p < p1; p++) {
 		int64_t L = N - 1 - j;
-		const double *A = R + 9 * p;
 		const double *Bp = R + 9 * jsync_pair(N, j, j + 1);
 		const double *Cp = R + 9 * (p + 1);
-		for (int64_t t = 0; t < L; t += 4) {
-			v4d B[9], C[9], cost[4];
-			load4(Bp, Cp, t, L, B, C);
-			costs4(A, B, C, cost);
-			*choices++ = choose4(cost);
-		}
+		vd A[9];
+		broadcast(R + 9 * p, A);
+		for (int64_t t = 0; t < L; t += 4)
+			*choices++ = (uint8_t)choice_byte(A, Bp, Cp, t, L);
 		if (++j == N) {
 			i++;
 			j = i + 1;
@@ -274,25 +315,44 @@ static inline int64_t matvec_byte(unsigned byte, int n, int64_t vij,
 	return wij;
 }
 
-/* Full bytes in lanes: four choices as sign masks, then +-vq sums; the
+/* Full bytes in lanes: the choices as sign masks, then +-vq sums; the
  * wq[ij] terms go to the lanes of *acc (by pointer: no vector return ABI). */
 static inline void matvec4(unsigned byte, int64_t vij, const int64_t *vjk,
 			   const int64_t *vik, int64_t *wjk, int64_t *wik,
-			   v4l *acc)
+			   vl *acc)
 {
-	v4l c = { byte & 3, (byte >> 2) & 3, (byte >> 4) & 3, (byte >> 6) & 3 };
-	v4l m1 = -((c ^ (c >> 1)) & 1), m2 = -((c >> 1) & 1), m3 = -(c & 1);
-	v4l a, b, wa, wb, vv = { vij, vij, vij, vij };
+	for (int h = 0; h < 4; h += JS_W, byte >>= 2 * JS_W) {
+#if JS_W == 4
+		vl c = { byte & 3, (byte >> 2) & 3, (byte >> 4) & 3,
+			 (byte >> 6) & 3 };
+		vl vv = { vij, vij, vij, vij };
+#else
+		vl c = { byte & 3, (byte >> 2) & 3 };
+		vl vv = { vij, vij };
+#endif
+		vl m1 = -((c ^ (c >> 1)) & 1), m2 = -((c >> 1) & 1);
+		vl m3 = -(c & 1);
+		vl a, b, wa, wb;
 
-	memcpy(&a, vjk, sizeof a);
-	memcpy(&b, vik, sizeof b);
-	memcpy(&wa, wjk, sizeof wa);
-	memcpy(&wb, wik, sizeof wb);
-	wa += ((vv ^ m1) - m1) + ((b ^ m2) - m2);
-	wb += ((vv ^ m3) - m3) + ((a ^ m2) - m2);
-	memcpy(wjk, &wa, sizeof wa);
-	memcpy(wik, &wb, sizeof wb);
-	*acc += ((a ^ m1) - m1) + ((b ^ m3) - m3);
+		memcpy(&a, vjk + h, sizeof a);
+		memcpy(&b, vik + h, sizeof b);
+		memcpy(&wa, wjk + h, sizeof wa);
+		memcpy(&wb, wik + h, sizeof wb);
+		wa += ((vv ^ m1) - m1) + ((b ^ m2) - m2);
+		wb += ((vv ^ m3) - m3) + ((a ^ m2) - m2);
+		memcpy(wjk + h, &wa, sizeof wa);
+		memcpy(wik + h, &wb, sizeof wb);
+		*acc += ((a ^ m1) - m1) + ((b ^ m3) - m3);
+	}
+}
+
+/* The sum of the lanes of acc. */
+static inline int64_t hsum(const vl *acc)
+{
+	int64_t s = 0;
+	for (int l = 0; l < JS_W; l++)
+		s += (*acc)[l];
+	return s;
 }
 
 void jsync_matvec_cpu(const uint8_t *choices, int64_t N, int64_t p0, int64_t p1,
@@ -307,11 +367,11 @@ void jsync_matvec_cpu(const uint8_t *choices, int64_t N, int64_t p0, int64_t p1,
 		int64_t L = N - 1 - j, t = 0;
 		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
 		int64_t vij = vq[p];
-		v4l acc = { 0 };
+		vl acc = { 0 };
 		for (; t + 4 <= L; t += 4)
 			matvec4(*choices++, vij, vq + jk + t, vq + ik + t,
 				wq + jk + t, wq + ik + t, &acc);
-		int64_t wij = acc[0] + acc[1] + acc[2] + acc[3];
+		int64_t wij = hsum(&acc);
 		if (t < L)
 			wij += matvec_byte(*choices++, (int)(L - t), vij,
 					   vq + jk + t, vq + ik + t,
@@ -335,15 +395,13 @@ void jsync_matvec_fused_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
 	for (int64_t p = p0; p < p1; p++) {
 		int64_t L = N - 1 - j, t = 0;
 		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
-		const double *A = R + 9 * p;
 		int64_t vij = vq[p];
-		v4l acc = { 0 };
+		vl acc = { 0 };
 		int64_t wij = 0;
+		vd A[9];
+		broadcast(R + 9 * p, A);
 		for (; t < L; t += 4) {
-			v4d B[9], C[9], cost[4];
-			load4(R + 9 * jk, R + 9 * ik, t, L, B, C);
-			costs4(A, B, C, cost);
-			unsigned byte = choose4(cost);
+			unsigned byte = choice_byte(A, R + 9 * jk, R + 9 * ik, t, L);
 			if (t + 4 <= L)
 				matvec4(byte, vij, vq + jk + t, vq + ik + t,
 					wq + jk + t, wq + ik + t, &acc);
@@ -352,7 +410,7 @@ void jsync_matvec_fused_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
 						   vq + jk + t, vq + ik + t,
 						   wq + jk + t, wq + ik + t);
 		}
-		wq[p] += wij + acc[0] + acc[1] + acc[2] + acc[3];
+		wq[p] += wij + hsum(&acc);
 		if (++j == N) {
 			i++;
 			j = i + 1;
