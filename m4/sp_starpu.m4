@@ -19,6 +19,8 @@ AC_SUBST([sp_starpu_version])
 dnl An unpacked prefix is not on the loader's path: record it as an rpath.
 AS_IF([test -n "$sp_starpu_prefix"], [
 	sp_libdir=`$PKG_CONFIG --variable=libdir starpu-$sp_starpu_version`
-	STARPU_LIBS="$STARPU_LIBS -Wl,-rpath,$sp_libdir"
+	dnl DT_RPATH (not RUNPATH) so that libstarpu's own dependencies (libcudart.so.11.0,
+	dnl the cuBLAS/cuSPARSE stand-ins) are found there too.
+	STARPU_LIBS="$STARPU_LIBS -Wl,--disable-new-dtags -Wl,-rpath,$sp_libdir"
 ])
 ])
