@@ -1,6 +1,8 @@
 /* The starpipe command: parses the command line, prints, and calls the library. */
 #define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
 #include <config.h>
+#endif
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,9 @@ static const char usage_text[] =
 	"as StarPU tasks over every CPU core and GPU of the node.\n"
 	"\n"
 	"Commands:\n"
-	"  run GRAPH       run the pipeline over its work items\n"
+	"  run GRAPH [ITEM...]\n"
+	"                  run the pipeline over its work items: the ITEMs given,\n"
+	"                  else those of the graph's inputs: section\n"
 	"  validate GRAPH  check a graph file; print every problem as file:line:col\n"
 	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
 	"  list            print every stage kind, its parameters and implementations\n"
@@ -66,6 +70,8 @@ struct cli {
 	size_t nvars;
 	const char *rt[6]; /* overrides of sp_runtime_params, by index */
 	const char *report, *trace;
+	char **items; /* work items given after the graph (run only) */
+	size_t nitems;
 	long inflight;
 	int quiet, verbose;
 };
@@ -177,8 +183,12 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			return usage_error("%s: missing graph file", c->cmd);
 		c->graph = argv[optind++];
 	}
-	if (optind < argc)
+	if (optind < argc && strcmp(c->cmd, "run") == 0) {
+		c->items = argv + optind;
+		c->nitems = (size_t)(argc - optind);
+	} else if (optind < argc) {
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	}
 	return 0;
 }
 
@@ -259,12 +269,25 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	sp_run_result_t res;
 	int status = 0;
 
-	if (sp_graph_items(g, &items, &nitems, &err) != 0) {
+	if (c->nitems > 0) {
+		items = calloc(c->nitems, sizeof *items);
+		for (nitems = 0; items != NULL && nitems < c->nitems; nitems++)
+			if ((items[nitems] = strdup(c->items[nitems])) == NULL)
+				break;
+		if (items == NULL || nitems < c->nitems) {
+			fprintf(stderr, "starpipe: out of memory\n");
+			for (size_t i = 0; items != NULL && i < nitems; i++)
+				free(items[i]);
+			free(items);
+			return 1;
+		}
+	} else if (sp_graph_items(g, &items, &nitems, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 		return 1;
 	}
 	if (nitems == 0) {
-		fprintf(stderr, "starpipe: %s: the inputs: section names no work item\n", g->file);
+		fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
+			g->file);
 		free(items);
 		return 1;
 	}

@@ -1,6 +1,8 @@
 /* The StarPU session: configuration, task accounting, progress, reports, traces. */
 #define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
 #include <config.h>
+#endif
 #include "runtime.h"
 
 #include <errno.h>
