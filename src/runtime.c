@@ -107,6 +107,10 @@ static int mkdirs(const char *path)
 
 static void *progress_main(void *arg);
 
+/* OpenBLAS's own control (cblas.h of other BLAS builds lacks it): kernels run
+ * one per worker, so BLAS must not start threads of its own. */
+void openblas_set_num_threads(int n);
+
 int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 {
 	struct starpu_conf conf;
@@ -132,6 +136,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
 
+	openblas_set_num_threads(1);
 	conf.ncpus = c->ncpus;
 	conf.ncuda = c->ncuda;
 	conf.nopencl = 0;

@@ -1,0 +1,51 @@
+/* DESI StarPU glue: the values that flow between the desi stages. */
+#ifndef SP_DESI_GLUE_H
+#define SP_DESI_GLUE_H
+
+#include <starpu.h>
+
+#include "../../src/item.h"
+#include "frame_io.h"
+#include "plan.h"
+#include "psf.h"
+
+/* Per-spectrum fields of the frame buffer, [nspec][DESI_NFIELD][nwave]
+ * floats: one contiguous block per subbundle, so that each subbundle task
+ * writes its own partition and stitching needs no copy. */
+enum {
+	DESI_F_FLUX,
+	DESI_F_IVAR,
+	DESI_F_CHI2PIX,
+	DESI_F_PIXMASK,
+	DESI_F_RES0, /* 2 ndiag + 1 resolution rows follow */
+};
+#define DESI_NDIAG 5
+#define DESI_NFIELD (DESI_F_RES0 + 2 * DESI_NDIAG + 1)
+
+/* Port type "desi.psf". */
+typedef struct desi_psf_val {
+	sp_value_t base;
+	desi_psf_t *psf;
+	char *path;
+} desi_psf_val_t;
+
+/* Port type "desi.image": IMAGE and IVAR (masked pixels at ivar 0). */
+typedef struct desi_image_val {
+	sp_value_t base;
+	desi_image_t img;
+	char *path;
+	starpu_data_handle_t pix, ivar;
+	struct desi_image_arg *arg;
+} desi_image_val_t;
+
+/* Port type "desi.frame": the extracted spectra, stitched. */
+typedef struct desi_frame_val {
+	sp_value_t base;
+	desi_plan_t plan;
+	float *buf; /* [nspec][DESI_NFIELD][nwave], starpu_malloc'd */
+	double *wave;
+	starpu_data_handle_t h;
+	const char *psf_path, *image_path; /* borrowed from the producers */
+} desi_frame_val_t;
+
+#endif /* SP_DESI_GLUE_H */

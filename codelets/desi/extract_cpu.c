@@ -1,0 +1,402 @@
+/* DESI patch extraction CPU kernels: sparse normal equations, banded solve, decorrelation, chi2. */
+#include "extract.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <lapacke.h>
+
+/*
+ * DESIGN.  A is never formed.  A'NA is accumulated pair by pair of columns
+ * whose clipped spot rectangles intersect (a column meets only its
+ * neighbours within ~8 wavelengths and 2 fibres), over the intersection
+ * only: ~1.5 M multiply-adds instead of the dense 7,000 x 518 x 518.
+ *
+ * iCov is banded: half-bandwidth 156 in the fibre-major order on the
+ * reference patch (a fibre's spots overlap its second neighbours' by ~3
+ * columns, so kd = 2 nwave + 8), 58 in the wavelength-major order.  The
+ * solve permutes to wavelength-major and uses LAPACK's band Cholesky
+ * (dpbtrf, ~n kd^2 flops).  The decorrelation uses the fibre-major band.
+ * The decorrelation needs only the diagonal fibre blocks of C = iCov^-1.
+ * They lie inside the band once kd >= nwave - 1, so the Takahashi
+ * recurrence (selected inverse: C restricted to the band of L, from
+ * L' C = L^-1, column by column from the last) yields them exactly, at
+ * ~n kd^2 flops, no dense inverse.  For column j, with l = L[j+1.., j]:
+ *   C[j+1.., j] = -(C[j+1.., j+1..] l) / L[j][j]
+ *   C[j][j]     = (1 / L[j][j] - l . C[j+1.., j]) / L[j][j]
+ * (the first product is a symmetric band matrix-vector product, dsbmv).
+ * Each core block then gives Q_bb = C_bb^-1/2 by the eigendecomposition of
+ * the m x m block (dsyevd).  desi_decorrelate_eigh_cpu() is the
+ * reference's route (eigendecomposition of the whole iCov), sharing the
+ * block step, so the two differ only in how C_bb is obtained.
+ *
+ * All LAPACK calls are the column-major *_work variants: symmetric
+ * matrices read the same in both orders, and the row-major wrappers would
+ * malloc a transposed copy (the kernels must not allocate).
+ */
+
+/* Clipped rectangle of column (f, w) in window coordinates: rows
+ * [*y0, *y1), columns [*x0, *x1); *oy, *ox: window pixel of spot [0][0]. */
+static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc, int j, int *y0,
+		    int *y1, int *x0, int *x1, int *oy, int *ox)
+{
+	*oy = yc[j] - p->ymin;
+	*ox = xc[j] - p->xmin;
+	*y0 = *oy > 0 ? *oy : 0;
+	*x0 = *ox > 0 ? *ox : 0;
+	*y1 = *oy + p->sy < p->ny ? *oy + p->sy : p->ny;
+	*x1 = *ox + p->sx < p->nx ? *ox + p->sx : p->nx;
+	return *y0 < *y1 && *x0 < *x1;
+}
+
+void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
+			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
+			     double *y, double *fluxweight)
+{
+	const int n = desi_patch_n(p), nx = p->nx, sx = p->sx;
+	const size_t ss = (size_t)p->sy * (size_t)p->sx;
+
+	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
+	for (int j1 = 0; j1 < n; j1++) {
+		int a0, a1, b0, b1, oy1, ox1;
+		const double *s1 = spots + (size_t)j1 * ss;
+
+		y[j1] = 0.0;
+		fluxweight[j1] = 0.0;
+		if (!col_rect(p, xc, yc, j1, &a0, &a1, &b0, &b1, &oy1, &ox1))
+			continue;
+		double sy_ = 0.0, sw = 0.0;
+		for (int r = a0; r < a1; r++)
+			for (int c = b0; c < b1; c++) {
+				double aw = s1[(r - oy1) * sx + (c - ox1)] * ivar[r * nx + c];
+				sw += aw;
+				sy_ += aw * pix[r * nx + c];
+			}
+		y[j1] = sy_;
+		fluxweight[j1] = sw;
+		for (int j2 = j1; j2 < n; j2++) {
+			int c0, c1, d0, d1, oy2, ox2;
+			if (!col_rect(p, xc, yc, j2, &c0, &c1, &d0, &d1, &oy2, &ox2))
+				continue;
+			int r0 = a0 > c0 ? a0 : c0, r1 = a1 < c1 ? a1 : c1;
+			int q0 = b0 > d0 ? b0 : d0, q1 = b1 < d1 ? b1 : d1;
+			if (r0 >= r1 || q0 >= q1)
+				continue;
+			const double *s2 = spots + (size_t)j2 * ss;
+			double acc = 0.0;
+			for (int r = r0; r < r1; r++) {
+				const double *u = s1 + (r - oy1) * sx - ox1;
+				const double *v = s2 + (r - oy2) * sx - ox2;
+				const double *w = ivar + r * nx;
+				for (int c = q0; c < q1; c++)
+					acc += u[c] * w[c] * v[c];
+			}
+			icov[(size_t)j1 * n + j2] = acc;
+			icov[(size_t)j2 * n + j1] = acc;
+		}
+	}
+
+	/* Regularisation (step 2).  Bins with fluxweight <= minweight get
+	 * alpha = minweight - fluxweight (0 when equal, so < and <= agree). */
+	double fwmax = 0.0;
+	for (int j = 0; j < n; j++)
+		if (fluxweight[j] > fwmax)
+			fwmax = fluxweight[j];
+	const double minweight = 1e-4 * fwmax;
+	for (int j = 0; j < n; j++) {
+		double a = fluxweight[j] < minweight ? minweight - fluxweight[j] : p->regularize;
+		icov[(size_t)j * n + j] += a * a + 1e-15;
+	}
+}
+
+/* Half-bandwidth of icov (fibre-major), at least kdmin, at most n - 1. */
+static int band_width(int n, const double *icov, int kdmin)
+{
+	int kd = kdmin < n - 1 ? kdmin : n - 1;
+	for (int i = 0; i < n; i++)
+		for (int j = n - 1; j > i + kd; j--)
+			if (icov[(size_t)i * n + j] != 0.0) {
+				kd = j - i;
+				break;
+			}
+	return kd;
+}
+
+/* Band Cholesky of icov: ab (lower band storage, column-major, ldab =
+ * kd + 1, element (i, j) at ab[(i - j) + j ldab]) holds L on return. */
+static int band_factor(int n, const double *icov, int kd, double *ab)
+{
+	const int ldab = kd + 1;
+	for (int j = 0; j < n; j++) {
+		int m = n - j < ldab ? n - j : ldab;
+		memcpy(ab + (size_t)j * ldab, icov + (size_t)j * n + j, (size_t)m * sizeof *ab);
+		for (int d = m; d < ldab; d++)
+			ab[(size_t)j * ldab + d] = 0.0;
+	}
+	return LAPACKE_dpbtrf_work(LAPACK_COL_MAJOR, 'L', n, kd, ab, ldab);
+}
+
+/* The solve uses the wavelength-major order, index w nfib + f, where the
+ * bandwidth is ~58 instead of ~156 (fibre-major: a fibre overlaps its
+ * second neighbours by a few columns), a 7x cheaper band Cholesky. */
+static int wm(const desi_patch_t *p, int j)
+{
+	return (j % p->nwave) * p->nfib + j / p->nwave;
+}
+
+int desi_extract_solve_cpu(const desi_patch_t *p, const double *icov, const double *y, double *x,
+			   double *work)
+{
+	const int n = desi_patch_n(p), nf = p->nfib, m = p->nwave;
+	int kd = 0;
+
+	for (int i = 0; i < n; i++) {
+		const double *row = icov + (size_t)i * n;
+		const int pi = wm(p, i);
+		for (int j = 0; j < n; j++)
+			if (row[j] != 0.0 && wm(p, j) - pi > kd)
+				kd = wm(p, j) - pi;
+	}
+	const int ldab = kd + 1;
+	double *ab = work, *b = ab + (size_t)n * ldab;
+	for (int jp = 0; jp < n; jp++) {
+		const double *row = icov + (size_t)((jp % nf) * m + jp / nf) * n;
+		for (int d = 0; d < ldab; d++) {
+			int ip = jp + d;
+			ab[(size_t)jp * ldab + d] = ip < n ? row[(ip % nf) * m + ip / nf] : 0.0;
+		}
+		b[jp] = y[(jp % nf) * m + jp / nf];
+	}
+	int info = LAPACKE_dpbtrf_work(LAPACK_COL_MAJOR, 'L', n, kd, ab, ldab);
+	if (info == 0)
+		info = LAPACKE_dpbtrs_work(LAPACK_COL_MAJOR, 'L', n, kd, 1, ab, ldab, b, n);
+	for (int j = 0; j < n; j++)
+		x[j] = info == 0 ? b[wm(p, j)] : 0.0;
+	return info;
+}
+
+/* Scratch doubles of block_finish() for blocks of m wavelengths. */
+static size_t block_work(int m)
+{
+	size_t mm = (size_t)m * (size_t)m;
+	size_t liw = 3 + 5 * (size_t)m;
+	return 2 * mm + 2 * (size_t)m + (1 + 6 * (size_t)m + 2 * mm) +
+	       (liw * sizeof(lapack_int) + sizeof(double) - 1) / sizeof(double) + 1;
+}
+
+/* Step 4-6 for fibre block f, given cbb = C_bb (m x m, lower triangle
+ * column-major at least; destroyed). */
+static int block_finish(const desi_patch_t *p, int f, double *cbb, const double *x, double *flux,
+			double *ivar, double *rdiags, double *rfull, double *work)
+{
+	const int m = p->nwave, n = desi_patch_n(p), nd = 2 * p->ndiag + 1;
+	const size_t mm = (size_t)m * (size_t)m;
+	double *q = work, *ev = q + mm, *s = ev + m, *lw = s + m;
+	const lapack_int lwork = (lapack_int)(1 + 6 * (size_t)m + 2 * mm);
+	lapack_int *iw = (lapack_int *)(lw + lwork);
+	const lapack_int liwork = 3 + 5 * m;
+	const int fc = f - p->core_f0;
+	const double *xb = x + (size_t)f * m;
+
+	int info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', m, cbb, m, ev, lw, lwork, iw,
+				       liwork);
+	if (info != 0)
+		return info;
+	/* Q = V diag(ev^-1/2) V' = W W' with W = V diag(ev^-1/4). */
+	for (int k = 0; k < m; k++) {
+		if (!(ev[k] > 0.0))
+			return m + 1 + k; /* C_bb not positive definite */
+		double sc = 1.0 / sqrt(sqrt(ev[k]));
+		for (int i = 0; i < m; i++)
+			cbb[(size_t)k * m + i] *= sc;
+	}
+	cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, m, m, m, 1.0, cbb, m, cbb, m, 0.0, q,
+		    m);
+	/* q is symmetric; row i of Q is column i (contiguous). */
+	for (int i = 0; i < m; i++) {
+		double si = 0.0;
+		const double *qi = q + (size_t)i * m;
+		for (int j = 0; j < m; j++)
+			si += qi[j];
+		s[i] = si;
+	}
+	for (int i = 0; i < m; i++) {
+		double *ri = q + (size_t)i * m, inv = 1.0 / s[i];
+		for (int j = 0; j < m; j++)
+			ri[j] *= inv; /* ri[j] = R[i][j] */
+	}
+	for (int i = 0; i < p->core_nw; i++) {
+		int wi = p->core_w0 + i;
+		const double *ri = q + (size_t)wi * m;
+		double acc = 0.0;
+		for (int j = 0; j < m; j++)
+			acc += ri[j] * xb[j];
+		flux[(size_t)fc * p->core_nw + i] = acc;
+		ivar[(size_t)fc * p->core_nw + i] = s[wi] * s[wi];
+	}
+	/* Rdiags[fc][k][j] = R[j + w0 - ndiag + k][j + w0] (zero outside). */
+	for (int k = 0; k < nd; k++)
+		for (int j = 0; j < p->core_nw; j++) {
+			int col = j + p->core_w0, row = col - p->ndiag + k;
+			rdiags[((size_t)fc * nd + k) * p->core_nw + j] =
+				row >= 0 && row < m ? q[(size_t)row * m + col] : 0.0;
+		}
+	if (rfull)
+		for (int i = 0; i < m; i++)
+			memcpy(rfull + ((size_t)f * m + i) * n + (size_t)f * m, q + (size_t)i * m,
+			       (size_t)m * sizeof *rfull);
+	return 0;
+}
+
+int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double *x,
+			 double *flux, double *ivar, double *rdiags, double *rfull, double *work)
+{
+	const int n = desi_patch_n(p), m = p->nwave;
+	const int kd = band_width(n, icov, m - 1), ldab = kd + 1;
+	double *ab = work, *cb = ab + (size_t)n * ldab, *cbb = cb + (size_t)n * ldab;
+	double *bw = cbb + (size_t)m * m;
+
+	if (rfull)
+		memset(rfull, 0, (size_t)n * (size_t)n * sizeof *rfull);
+	int info = band_factor(n, icov, kd, ab);
+	if (info != 0)
+		return info;
+
+	/* Takahashi recurrence, columns n-1 down to the first core column. */
+	const int jstop = p->core_f0 * m;
+	for (int j = n - 1; j >= jstop; j--) {
+		const double *l = ab + (size_t)j * ldab;
+		double *c = cb + (size_t)j * ldab;
+		const int r = n - 1 - j < kd ? n - 1 - j : kd;
+		const double ljj = l[0];
+		double dot = 0.0;
+		if (r > 0) {
+			cblas_dsbmv(CblasColMajor, CblasLower, r, r - 1, -1.0 / ljj,
+				    cb + (size_t)(j + 1) * ldab, ldab, l + 1, 1, 0.0, c + 1, 1);
+			for (int i = 1; i <= r; i++)
+				dot += l[i] * c[i];
+		}
+		c[0] = (1.0 / ljj - dot) / ljj;
+	}
+
+	for (int f = p->core_f0; f < p->core_f0 + p->core_nf; f++) {
+		const size_t b0 = (size_t)f * m;
+		for (int k = 0; k < m; k++)
+			for (int i = k; i < m; i++)
+				cbb[(size_t)k * m + i] = cb[(b0 + k) * ldab + (i - k)];
+		info = block_finish(p, f, cbb, x, flux, ivar, rdiags, rfull, bw);
+		if (info != 0)
+			return info;
+	}
+	return 0;
+}
+
+int desi_decorrelate_eigh_cpu(const desi_patch_t *p, const double *icov, const double *x,
+			      double *flux, double *ivar, double *rdiags, double *rfull,
+			      double *work)
+{
+	const int n = desi_patch_n(p), m = p->nwave;
+	const size_t nn = (size_t)n * (size_t)n;
+	double *v = work, *u = v + nn, *cbb = u + n, *lw = cbb + (size_t)m * m;
+	const lapack_int lwork = (lapack_int)(1 + 6 * (size_t)n + 2 * nn);
+	lapack_int *iw = (lapack_int *)(lw + lwork);
+	const lapack_int liwork = 3 + 5 * n;
+
+	if (rfull)
+		memset(rfull, 0, nn * sizeof *rfull);
+	memcpy(v, icov, nn * sizeof *v);
+	int info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, v, n, u, lw, lwork, iw,
+				       liwork);
+	if (info != 0)
+		return info;
+	/* C_bb = V_b diag(1/u) V_b' = W_b W_b', W = V diag(u^-1/2). */
+	for (int k = 0; k < n; k++) {
+		if (!(u[k] > 0.0))
+			return n + 1 + k;
+		cblas_dscal(n, 1.0 / sqrt(u[k]), v + (size_t)k * n, 1);
+	}
+	for (int f = p->core_f0; f < p->core_f0 + p->core_nf; f++) {
+		cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, m, n, 1.0, v + (size_t)f * m,
+			    n, 0.0, cbb, m);
+		info = block_finish(p, f, cbb, x, flux, ivar, rdiags, rfull, lw);
+		if (info != 0)
+			return info;
+	}
+	return 0;
+}
+
+void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
+			   const int32_t *yc, const double *pix, const double *ivar, const double *x,
+			   double *chi2pix, double *pixmask_fraction, double *work)
+{
+	const int n = desi_patch_n(p), nx = p->nx, sx = p->sx;
+	const size_t npix = (size_t)p->ny * (size_t)nx, ss = (size_t)p->sy * (size_t)sx;
+	double *model = work, *chi2 = model + npix, *tpos = chi2 + npix;
+
+	memset(model, 0, npix * sizeof *model);
+	for (int j = 0; j < n; j++) {
+		int y0, y1, x0, x1, oy, ox;
+		if (x[j] == 0.0 || !col_rect(p, xc, yc, j, &y0, &y1, &x0, &x1, &oy, &ox))
+			continue;
+		const double *s = spots + (size_t)j * ss;
+		for (int r = y0; r < y1; r++)
+			for (int c = x0; c < x1; c++)
+				model[r * nx + c] += x[j] * s[(r - oy) * sx + (c - ox)];
+	}
+	for (size_t i = 0; i < npix; i++) {
+		/* mivar = (model psferr + 1e-32)^-2 > 0 unless its square
+		 * overflows; tivar = 1 / (1/mivar + 1/ivar). */
+		double sig = model[i] * p->psferr + 1e-32, var = sig * sig, t = 0.0;
+		if (ivar[i] > 0.0 && isfinite(var))
+			t = 1.0 / (var + 1.0 / ivar[i]);
+		double d = pix[i] - model[i];
+		chi2[i] = d * d * t;
+		tpos[i] = t > 0.0 ? 1.0 : 0.0;
+	}
+	for (int fc = 0; fc < p->core_nf; fc++)
+		for (int wc = 0; wc < p->core_nw; wc++) {
+			const int j = (p->core_f0 + fc) * p->nwave + p->core_w0 + wc;
+			const size_t o = (size_t)fc * p->core_nw + wc;
+			int y0, y1, x0, x1, oy, ox;
+			double num = 0.0, den = 0.0, msk = 0.0;
+			if (col_rect(p, xc, yc, j, &y0, &y1, &x0, &x1, &oy, &ox)) {
+				const double *s = spots + (size_t)j * ss;
+				for (int r = y0; r < y1; r++)
+					for (int c = x0; c < x1; c++) {
+						double a = s[(r - oy) * sx + (c - ox)];
+						size_t q = (size_t)r * nx + c;
+						num += a * chi2[q];
+						den += a * tpos[q];
+						if (ivar[q] == 0.0)
+							msk += a;
+					}
+			}
+			chi2pix[o] = den > 0.0 ? num / den : 0.0;
+			pixmask_fraction[o] = msk;
+		}
+}
+
+size_t desi_extract_work_size(const desi_patch_t *p)
+{
+	const size_t n = (size_t)desi_patch_n(p), m = (size_t)p->nwave, nn = n * n;
+	const size_t npix = (size_t)p->ny * (size_t)p->nx;
+	const size_t liw = 3 + 5 * n;
+	size_t solve = nn + n;                                  /* band L (ldab <= n), b */
+	size_t fast = 2 * nn + m * m + block_work((int)m);      /* L, C bands, C_bb */
+	size_t eigh = nn + n + m * m + (1 + 6 * n + 2 * nn) +   /* V, u, C_bb, dsyevd */
+		      (liw * sizeof(lapack_int) + sizeof(double) - 1) / sizeof(double) + 1;
+	size_t bw = block_work((int)m);
+	size_t chi2 = 3 * npix;
+	size_t w = solve;
+
+	if (fast > w)
+		w = fast;
+	if (eigh > w)
+		w = eigh;
+	if (eigh - (1 + 6 * n + 2 * nn) + bw > w) /* block step reuses dsyevd's space */
+		w = eigh - (1 + 6 * n + 2 * nn) + bw;
+	if (chi2 > w)
+		w = chi2;
+	return w;
+}

@@ -1,0 +1,531 @@
+/* DESI frame I/O with CFITSIO: the pre-processed CCD image in, the extracted frame out. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "frame_io.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fitsio.h>
+
+/*
+ * DESIGN.  HDUs are found by EXTNAME (fits_movnam_hdu also finds a
+ * tile-compressed image, which CFITSIO then decompresses transparently).
+ * Files are opened and created with the "diskfile" calls, which do not
+ * parse CFITSIO's extended file-name syntax: a path with '[' or '!' is
+ * just a path.  Every CFITSIO failure is wrapped as "PATH: what: CFITSIO's
+ * status text (its oldest stacked message)", and the stack is cleared.
+ *
+ * Masking.  A pixel is unusable (ivar = 0) when MASK has any bit set other
+ * than BADREADNOISE.  desispec.maskbits.ccdmask: BAD 1<<0, HOT 1<<1,
+ * DEAD 1<<2, SATURATED 1<<3, COSMIC 1<<4, PIXFLATZERO 1<<5, PIXFLATLOW 1<<6,
+ * HIGHVAR 1<<7, BADREADNOISE 1<<8, BADAMP 1<<9 (the reader keeps any other
+ * bit as "bad" as well, which is desispec's "any set bit" rule).  A
+ * non-finite IMAGE or IVAR value, or a negative IVAR, also gives ivar = 0;
+ * such a pixel is counted in *nbad and a non-finite IMAGE value is replaced
+ * by 0, so that the products with ivar = 0 downstream stay 0, not NaN.
+ *
+ * Writing.  The frame goes to "PATH.tmp.PID" in the same folder, with a
+ * checksum in every HDU, and is renamed over PATH only when CFITSIO has
+ * closed it without error; any failure removes the temporary file.
+ */
+
+#define MASK_BADREADNOISE (1u << 8)
+
+/* Wraps a CFITSIO status into err with the path and what was being done. */
+static int fits_fail(sp_err_t *err, int code, const char *path, const char *what, int status)
+{
+	char txt[FLEN_STATUS] = "", msg[FLEN_ERRMSG] = "";
+
+	fits_get_errstatus(status, txt);
+	fits_read_errmsg(msg);
+	fits_clear_errmsg();
+	for (size_t n = strlen(msg); n > 0 && (msg[n - 1] == ' ' || msg[n - 1] == '\n'); n--)
+		msg[n - 1] = '\0';
+	if (*msg != '\0' && strcmp(msg, txt) != 0)
+		return sp_seterr(err, code, "%s: %s: %s (%s)", path, what, txt, msg);
+	return sp_seterr(err, code, "%s: %s: %s", path, what, txt);
+}
+
+/* Opens path read-only, with a plain "no such file" or "not a regular
+ * file" for the common mistakes. */
+static int open_input(const char *path, fitsfile **f, sp_err_t *err)
+{
+	struct stat st;
+	int status = 0;
+
+	*f = NULL;
+	if (stat(path, &st) != 0)
+		return sp_seterr(err, errno == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path,
+				 strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return sp_seterr(err, SP_EFORMAT, "%s: not a regular file", path);
+	if (fits_open_diskfile(f, path, READONLY, &status) != 0) {
+		*f = NULL;
+		return fits_fail(err, SP_EFORMAT, path, "cannot open as FITS", status);
+	}
+	/* A truncated file otherwise shows up as a missing HDU, or as a read
+	 * error long after: walk the headers (cheap) and compare the last
+	 * HDU's end with the file's size. */
+	int nhdu = 0;
+	LONGLONG start = 0, data = 0, end = 0;
+	char magic[6] = "";
+	FILE *raw = fopen(path, "rb");
+	if (raw != NULL) {
+		if (fread(magic, 1, sizeof magic, raw) != sizeof magic)
+			magic[0] = '\0';
+		fclose(raw);
+	}
+	if (memcmp(magic, "SIMPLE", 6) != 0) /* gzip: CFITSIO inflated it */
+		return 0;
+	while (fits_movabs_hdu(*f, nhdu + 1, NULL, &status) == 0)
+		nhdu++;
+	fits_clear_errmsg();
+	status = 0;
+	if (nhdu > 0 && fits_movabs_hdu(*f, nhdu, NULL, &status) == 0 &&
+	    fits_get_hduaddrll(*f, &start, &data, &end, &status) == 0 &&
+	    end > (LONGLONG)st.st_size) {
+		fits_close_file(*f, &status);
+		fits_clear_errmsg();
+		*f = NULL;
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: truncated: HDU %d ends at byte %lld but the file has %lld "
+				 "bytes", path, nhdu, (long long)end, (long long)st.st_size);
+	}
+	fits_clear_errmsg();
+	return 0;
+}
+
+static void close_quietly(fitsfile *f)
+{
+	int status = 0;
+
+	if (f != NULL)
+		fits_close_file(f, &status);
+	fits_clear_errmsg();
+}
+
+/* Moves to the 2-D image HDU named name and returns its shape. */
+static int find_image(fitsfile *f, const char *path, const char *name, int *ny, int *nx,
+		      int *bitpix, sp_err_t *err)
+{
+	int status = 0, naxis = 0;
+	long naxes[3] = { 0, 0, 0 };
+	char what[64];
+
+	if (fits_movnam_hdu(f, IMAGE_HDU, (char *)name, 0, &status) != 0) {
+		fits_clear_errmsg();
+		return sp_seterr(err, SP_EFORMAT, "%s: no image HDU with EXTNAME '%s'", path,
+				 name);
+	}
+	snprintf(what, sizeof what, "cannot read the header of HDU %s", name);
+	if (fits_get_img_param(f, 3, bitpix, &naxis, naxes, &status) != 0)
+		return fits_fail(err, SP_EFORMAT, path, what, status);
+	if (naxis != 2 || naxes[0] < 1 || naxes[1] < 1 || naxes[0] > INT_MAX ||
+	    naxes[1] > INT_MAX)
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: HDU %s is not a non-empty 2-D image (NAXIS = %d)", path,
+				 name, naxis);
+	*nx = (int)naxes[0];
+	*ny = (int)naxes[1];
+	return 0;
+}
+
+/* Checks that IMAGE, IVAR and MASK exist and have one shape. */
+static int check_hdus(fitsfile *f, const char *path, int *ny, int *nx, sp_err_t *err)
+{
+	static const char *const names[3] = { "IMAGE", "IVAR", "MASK" };
+	int y, x, bitpix, rc;
+
+	for (int h = 0; h < 3; h++) {
+		rc = find_image(f, path, names[h], &y, &x, &bitpix, err);
+		if (rc != 0)
+			return rc;
+		if (h == 2 && bitpix < 0)
+			return sp_seterr(err, SP_ESHAPE,
+					 "%s: MASK is a floating-point image (BITPIX %d); "
+					 "expected integer bits", path, bitpix);
+		if (h == 0) {
+			*ny = y;
+			*nx = x;
+		} else if (y != *ny || x != *nx) {
+			return sp_seterr(err, SP_ESHAPE,
+					 "%s: HDU %s is %d x %d but IMAGE is %d x %d (rows x "
+					 "columns)", path, names[h], y, x, *ny, *nx);
+		}
+	}
+	return 0;
+}
+
+int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err)
+{
+	fitsfile *f;
+	int rc = open_input(path, &f, err);
+
+	if (rc == 0)
+		rc = check_hdus(f, path, ny, nx, err);
+	close_quietly(f);
+	return rc;
+}
+
+/* Reads one whole 2-D HDU as float into buf. */
+static int read_floats(fitsfile *f, const char *path, const char *name, size_t n, float *buf,
+		       sp_err_t *err)
+{
+	int status = 0, anynul = 0, y, x, bitpix;
+	long fpixel[2] = { 1, 1 };
+	char what[64];
+	int rc = find_image(f, path, name, &y, &x, &bitpix, err);
+
+	if (rc != 0)
+		return rc;
+	snprintf(what, sizeof what, "cannot read HDU %s (truncated or corrupt?)", name);
+	if (fits_read_pix(f, TFLOAT, fpixel, (LONGLONG)n, NULL, buf, &anynul, &status) != 0)
+		return fits_fail(err, SP_EFORMAT, path, what, status);
+	return 0;
+}
+
+/* CAMERA and RDNOISE from the IMAGE HDU, else the primary HDU.  Without
+ * RDNOISE, the mean of desispec's per-amplifier RDNOISEA..D if any. */
+static void read_keys(fitsfile *f, desi_image_t *img)
+{
+	int hdus[2], n = 0, status = 0, cur = 0;
+	char cam[FLEN_VALUE];
+
+	fits_get_hdu_num(f, &cur);
+	hdus[n++] = cur;
+	if (cur != 1)
+		hdus[n++] = 1;
+	img->camera[0] = '\0';
+	img->rdnoise = 0;
+	int have_cam = 0, have_rd = 0;
+	for (int h = 0; h < n; h++) {
+		status = 0;
+		fits_movabs_hdu(f, hdus[h], NULL, &status);
+		if (!have_cam && fits_read_key(f, TSTRING, "CAMERA", cam, NULL, &status) == 0) {
+			/* quotes too: specex writes CAMERA = '''r0      ''' */
+			char *b = cam, *e = cam + strlen(cam);
+			while (*b == '\'' || *b == ' ')
+				b++;
+			while (e > b && (e[-1] == '\'' || e[-1] == ' '))
+				e--;
+			size_t len = (size_t)(e - b);
+			if (len > sizeof img->camera - 1)
+				len = sizeof img->camera - 1;
+			memcpy(img->camera, b, len);
+			img->camera[len] = '\0';
+			have_cam = 1;
+		}
+		status = 0;
+		double rd;
+		if (!have_rd && fits_read_key(f, TDOUBLE, "RDNOISE", &rd, NULL, &status) == 0) {
+			img->rdnoise = rd;
+			have_rd = 1;
+		}
+		status = 0;
+		if (!have_rd) {
+			double s = 0;
+			int k = 0;
+			char key[16];
+			for (char a = 'A'; a <= 'D'; a++) {
+				status = 0;
+				snprintf(key, sizeof key, "RDNOISE%c", a);
+				if (fits_read_key(f, TDOUBLE, key, &rd, NULL, &status) == 0) {
+					s += rd;
+					k++;
+				}
+			}
+			if (k > 0) {
+				img->rdnoise = s / k;
+				have_rd = 1;
+			}
+		}
+	}
+	fits_clear_errmsg();
+}
+
+int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err)
+{
+	fitsfile *f;
+	int ny, nx, rc, status = 0, anynul = 0;
+	int *mbuf = NULL;
+	size_t bad = 0;
+
+	if (nbad != NULL)
+		*nbad = 0;
+	if (img == NULL || img->pix == NULL || img->ivar == NULL)
+		return sp_seterr(err, SP_EINVAL, "%s: %s: no buffers to read into", path,
+				 __func__);
+	rc = open_input(path, &f, err);
+	if (rc != 0)
+		return rc;
+	rc = check_hdus(f, path, &ny, &nx, err);
+	if (rc != 0)
+		goto out;
+	if (ny != img->ny || nx != img->nx) {
+		rc = sp_seterr(err, SP_ESHAPE,
+			       "%s: the image is %d x %d but the buffers are for %d x %d", path,
+			       ny, nx, img->ny, img->nx);
+		goto out;
+	}
+	size_t n = (size_t)ny * (size_t)nx;
+	rc = read_floats(f, path, "IMAGE", n, img->pix, err);
+	if (rc == 0)
+		read_keys(f, img);
+	if (rc == 0)
+		rc = read_floats(f, path, "IVAR", n, img->ivar, err);
+	if (rc != 0)
+		goto out;
+
+	/* MASK by blocks of rows (it is usually compressed by rows), as int
+	 * (CFITSIO decompresses into int but not into long long; a uint32 mask
+	 * with bit 31 set would overflow: no desispec bit is that high). */
+	int bh = 64, y, x, bitpix;
+	rc = find_image(f, path, "MASK", &y, &x, &bitpix, err);
+	if (rc != 0)
+		goto out;
+	mbuf = malloc((size_t)bh * (size_t)nx * sizeof *mbuf);
+	if (mbuf == NULL) {
+		rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory for MASK rows", path);
+		goto out;
+	}
+	for (int r0 = 0; r0 < ny; r0 += bh) {
+		int nr = ny - r0 < bh ? ny - r0 : bh;
+		long fpixel[2] = { 1, r0 + 1 };
+		size_t cnt = (size_t)nr * (size_t)nx, off = (size_t)r0 * (size_t)nx;
+		if (fits_read_pix(f, TINT, fpixel, (LONGLONG)cnt, NULL, mbuf, &anynul,
+				  &status) != 0) {
+			rc = fits_fail(err, SP_EFORMAT, path,
+				       "cannot read HDU MASK (truncated or corrupt?)", status);
+			goto out;
+		}
+		for (size_t e = 0; e < cnt; e++) {
+			float *p = img->pix + off + e, *iv = img->ivar + off + e;
+			if (((unsigned)mbuf[e] & ~MASK_BADREADNOISE) != 0)
+				*iv = 0;
+			if (!isfinite(*p) || !isfinite(*iv) || *iv < 0) {
+				bad++;
+				if (!isfinite(*p))
+					*p = 0;
+				*iv = 0;
+			}
+		}
+	}
+	if (nbad != NULL)
+		*nbad = bad;
+out:
+	free(mbuf);
+	close_quietly(f);
+	return rc;
+}
+
+/* Header cards of the input worth carrying over: not structural, not
+ * compression, scaling, HDU identity or checksums, and not CFITSIO's two
+ * standard COMMENT lines (the new primary HDU has its own). */
+static int keep_card(const char *card)
+{
+	if (fits_get_keyclass((char *)card) < TYP_WCS_KEY)
+		return 0;
+	if (strncmp(card, "COMMENT", 7) == 0 &&
+	    (strstr(card, "FITS (Flexible Image Transport System)") != NULL ||
+	     strstr(card, "and Astrophysics', volume 376") != NULL))
+		return 0;
+	return 1;
+}
+
+/* Copies the kept cards of the input's IMAGE HDU into out's current HDU. */
+static int copy_header(fitsfile *in, fitsfile *out, int *status)
+{
+	int nkeys = 0, more = 0;
+	char card[FLEN_CARD];
+
+	if (fits_get_hdrspace(in, &nkeys, &more, status) != 0)
+		return *status;
+	for (int k = 1; k <= nkeys; k++) {
+		if (fits_read_record(in, k, card, status) != 0)
+			return *status;
+		if (keep_card(card) && fits_write_record(out, card, status) != 0)
+			return *status;
+	}
+	return 0;
+}
+
+/* A new image HDU with EXTNAME (and BUNIT if given), holding data. */
+static int put_image(fitsfile *out, int bitpix, int type, int naxis, const long *naxes,
+		     const char *extname, const char *bunit, const void *data, int *status)
+{
+	long fpixel[3] = { 1, 1, 1 };
+	LONGLONG n = 1;
+
+	for (int d = 0; d < naxis; d++)
+		n *= naxes[d];
+	if (fits_create_img(out, bitpix, naxis, (long *)naxes, status) != 0 ||
+	    fits_update_key(out, TSTRING, "EXTNAME", (char *)extname, NULL, status) != 0)
+		return *status;
+	if (bunit != NULL &&
+	    fits_update_key(out, TSTRING, "BUNIT", (char *)bunit, NULL, status) != 0)
+		return *status;
+	if (n > 0)
+		fits_write_pix(out, type, fpixel, n, (void *)data, status);
+	return *status;
+}
+
+/* Rows in the input's FIBERMAP (0 and no error if it has none), checked
+ * to cover the frame's spectra. */
+static int fibermap_rows(fitsfile *in, const char *image_path, const desi_frame_t *fr,
+			 long *nrows, sp_err_t *err)
+{
+	int status = 0;
+
+	*nrows = 0;
+	if (fits_movnam_hdu(in, BINARY_TBL, "FIBERMAP", 0, &status) != 0) {
+		fits_clear_errmsg();
+		return 0;
+	}
+	if (fits_get_num_rows(in, nrows, &status) != 0)
+		return fits_fail(err, SP_EFORMAT, image_path, "cannot read FIBERMAP", status);
+	if (*nrows < (long)fr->specmin + fr->nspec)
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: FIBERMAP has %ld rows, too few for spectra %d .. %d",
+				 image_path, *nrows, fr->specmin, fr->specmin + fr->nspec - 1);
+	return 0;
+}
+
+/* Appends rows [specmin, specmin + nspec) of the input's FIBERMAP (which
+ * has nrows rows) to out. */
+static int put_fibermap(fitsfile *in, fitsfile *out, int specmin, int nspec, long nrows,
+			int *status)
+{
+	if (fits_movnam_hdu(in, BINARY_TBL, "FIBERMAP", 0, status) != 0 ||
+	    fits_copy_hdu(in, out, 0, status) != 0)
+		return *status;
+	if (nrows > (long)specmin + nspec &&
+	    fits_delete_rows(out, (LONGLONG)specmin + nspec + 1,
+			     (LONGLONG)(nrows - specmin - nspec), status) != 0)
+		return *status;
+	if (specmin > 0 && fits_delete_rows(out, 1, specmin, status) != 0)
+		return *status;
+	return fits_write_chksum(out, status);
+}
+
+int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
+		     sp_err_t *err)
+{
+	char tmp[PATH_MAX];
+	fitsfile *out = NULL, *in = NULL;
+	int status = 0, rc, e;
+	const char *what = "cannot write";
+
+	if (fr == NULL || fr->nspec < 1 || fr->nwave < 1 || fr->ndiag < 0 || fr->specmin < 0 ||
+	    fr->wave == NULL || fr->flux == NULL || fr->ivar == NULL || fr->mask == NULL ||
+	    fr->resolution == NULL || fr->chi2pix == NULL)
+		return sp_seterr(err, SP_EINVAL, "%s: %s: incomplete frame", path, __func__);
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
+	long fm_rows = 0;
+	if (image_path != NULL) {
+		rc = open_input(image_path, &in, err);
+		if (rc == 0)
+			rc = fibermap_rows(in, image_path, fr, &fm_rows, err);
+		if (rc != 0) {
+			close_quietly(in);
+			return rc;
+		}
+	}
+	unlink(tmp);
+	if (fits_create_diskfile(&out, tmp, &status) != 0) {
+		out = NULL;
+		rc = fits_fail(err, SP_EIO, path, "cannot create the temporary file", status);
+		close_quietly(in);
+		return rc;
+	}
+
+	long n2[2] = { fr->nwave, fr->nspec };
+	long n1[1] = { fr->nwave };
+	long n3[3] = { fr->nwave, 2 * fr->ndiag + 1, fr->nspec };
+	double wmin = fr->wave[0], wmax = fr->wave[fr->nwave - 1];
+	double step = fr->nwave > 1 ? (wmax - wmin) / (fr->nwave - 1) : 0;
+	int specmax = fr->specmin + fr->nspec - 1;
+
+	what = "cannot write FLUX";
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "FLUX", "electron/Angstrom", fr->flux,
+		      &status) != 0)
+		goto fail;
+	if (in != NULL) {
+		what = "cannot copy the header of the input image";
+		if (fits_movnam_hdu(in, IMAGE_HDU, "IMAGE", 0, &status) != 0) {
+			status = 0;
+			fits_clear_errmsg();
+			fits_movabs_hdu(in, 1, NULL, &status);
+		}
+		if (status != 0 || copy_header(in, out, &status) != 0)
+			goto fail;
+	}
+	what = "cannot write the FLUX header";
+	fits_update_key(out, TINT, "NSPEC", (void *)&fr->nspec, "Number of spectra", &status);
+	fits_update_key(out, TINT, "SPECMIN", (void *)&fr->specmin, "First spectrum", &status);
+	fits_update_key(out, TINT, "SPECMAX", &specmax, "Last spectrum", &status);
+	fits_update_key(out, TDOUBLE, "WAVEMIN", &wmin, "First wavelength [Angstrom]", &status);
+	fits_update_key(out, TDOUBLE, "WAVEMAX", &wmax, "Last wavelength [Angstrom]", &status);
+	fits_update_key(out, TDOUBLE, "WAVESTEP", &step, "Wavelength step size [Angstrom]",
+			&status);
+	fits_update_key_longstr(out, "IN_PSF", (char *)(fr->in_psf ? fr->in_psf : ""),
+				"Input PSF", &status);
+	fits_update_key_longstr(out, "IN_IMG", (char *)(fr->in_img ? fr->in_img : ""),
+				"Input image", &status);
+	if (status != 0 || fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot write IVAR";
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "IVAR", "Angstrom**2/electron**2", fr->ivar,
+		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot write MASK";
+	if (put_image(out, ULONG_IMG, TUINT, 2, n2, "MASK", NULL, fr->mask, &status) != 0 ||
+	    fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot write WAVELENGTH";
+	if (put_image(out, DOUBLE_IMG, TDOUBLE, 1, n1, "WAVELENGTH", "Angstrom", fr->wave,
+		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot write RESOLUTION";
+	if (put_image(out, FLOAT_IMG, TFLOAT, 3, n3, "RESOLUTION", NULL, fr->resolution,
+		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot copy FIBERMAP";
+	if (fm_rows > 0 && put_fibermap(in, out, fr->specmin, fr->nspec, fm_rows, &status) != 0)
+		goto fail;
+	what = "cannot write CHI2PIX";
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, &status) != 0 ||
+	    fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot close the temporary file";
+	if (fits_close_file(out, &status) != 0) {
+		out = NULL;
+		goto fail;
+	}
+	out = NULL;
+	close_quietly(in);
+	if (rename(tmp, path) != 0) {
+		e = errno;
+		unlink(tmp);
+		return sp_seterr(err, SP_EIO, "%s: cannot rename %s: %s", path, tmp, strerror(e));
+	}
+	return 0;
+
+fail:
+	rc = fits_fail(err, SP_EIO, path, what, status);
+	if (out != NULL) {
+		int st = 0;
+		fits_delete_file(out, &st);
+	}
+	fits_clear_errmsg();
+	close_quietly(in);
+	unlink(tmp);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* DESI frame I/O: the pre-processed CCD image in, the extracted frame out (CFITSIO). */
+#ifndef SP_DESI_FRAME_IO_H
+#define SP_DESI_FRAME_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../src/error.h"
+
+/* A pre-processed image: HDUs IMAGE (float32, electrons), IVAR (float32),
+ * MASK (int16, any set bit except BADREADNOISE means "do not use"), found by
+ * EXTNAME; optional FIBERMAP table. */
+typedef struct desi_image {
+	int ny, nx;          /* rows, columns */
+	float *pix;          /* [ny][nx] */
+	float *ivar;         /* [ny][nx], 0 where masked or non-finite */
+	char camera[16];     /* CAMERA keyword, "" if absent */
+	double rdnoise;      /* RDNOISE keyword, 0 if absent */
+} desi_image_t;
+
+/* Reads the image size first (cheap), so the caller can allocate pinned
+ * buffers; then the data into them.  Masked pixels and non-finite values
+ * get ivar = 0 (a NaN in IMAGE with ivar > 0 is not an error: the pixel is
+ * masked and counted in *nbad).  Errors: "PATH: reason" (missing HDU,
+ * shapes differ between HDUs, unreadable file). */
+int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err);
+int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err);
+
+/* The output frame, desispec's layout. */
+typedef struct desi_frame {
+	int nspec, nwave, ndiag;    /* resolution has 2 ndiag + 1 rows */
+	int specmin;
+	const double *wave;         /* [nwave], Angstrom */
+	const float *flux;          /* [nspec][nwave] electron/Angstrom */
+	const float *ivar;          /* [nspec][nwave] */
+	const uint32_t *mask;       /* [nspec][nwave] */
+	const float *resolution;    /* [nspec][2 ndiag + 1][nwave] */
+	const float *chi2pix;       /* [nspec][nwave] */
+	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */
+} desi_frame_t;
+
+/* Writes FLUX (primary... see desispec: FLUX as the primary HDU with EXTNAME
+ * FLUX), IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP (rows specmin ..
+ * specmin+nspec-1 copied from the image's FIBERMAP when it has one), CHI2PIX;
+ * header keys NSPEC, WAVEMIN, WAVEMAX, WAVESTEP, IN_PSF, IN_IMG,
+ * BUNIT='electron/Angstrom' and the image's primary header cards.  Written to
+ * a temporary name in the same folder and renamed when complete; on failure
+ * nothing is left. */
+int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
+		     sp_err_t *err);
+
+#endif /* SP_DESI_FRAME_IO_H */

@@ -1,0 +1,156 @@
+/* StarPU glue of desi.psf and desi.image: the PSF and the pre-processed CCD image. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/stage.h"
+#include "desi_glue.h"
+
+static void psf_free(sp_value_t *v)
+{
+	desi_psf_val_t *p = (desi_psf_val_t *)v;
+	desi_psf_free(&p->psf);
+	free(p->path);
+	free(p);
+}
+
+/* The PSF is ~1 MB: read in the driver, where its sizes are needed at once. */
+static int psf_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		   sp_value_t **out)
+{
+	desi_psf_val_t *p = calloc(1, sizeof *p);
+	sp_err_t err = { 0 };
+	(void)in;
+	if (p == NULL)
+		return SP_ENOMEM;
+	p->base.type = "desi.psf";
+	p->base.free_cb = psf_free;
+	*out = &p->base;
+	p->path = sp_item_param(item, st, "file");
+	if (p->path == NULL)
+		return SP_ENOMEM;
+	if (desi_psf_read(p->path, &p->psf, &err) != 0)
+		return sp_status_set_err(sp_item_status(item), &err);
+	return 0;
+}
+
+static const sp_param_spec_t psf_params[] = {
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "GaussHermite PSF FITS file (specex, PSFVER 3)" },
+};
+static const sp_port_spec_t psf_outputs[] = {
+	{ "psf", "desi.psf", "traces and spot shapes of every fibre" },
+};
+
+const sp_stage_kind_t sp_desi_psf_kind = {
+	.name = "desi.psf",
+	.help = "Read a DESI GaussHermite PSF",
+	.params = psf_params,
+	.nparams = 1,
+	.outputs = psf_outputs,
+	.noutputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = psf_run,
+};
+
+struct desi_image_arg {
+	sp_taskctx_t *ctx;
+	desi_image_val_t *v;
+};
+
+static void image_read_cpu(void *buffers[], void *cl_arg)
+{
+	struct desi_image_arg *a = cl_arg;
+	sp_err_t err = { 0 };
+	size_t nbad = 0;
+	desi_image_t img = a->v->img;
+
+	if (sp_status_failed(a->ctx->status))
+		return;
+	img.pix = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	img.ivar = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	if (desi_image_read(a->v->path, &img, &nbad, &err) != 0)
+		sp_status_set_err(a->ctx->status, &err);
+	else
+		sp_item_report_num(a->ctx->item, "image_nonfinite_pixels", (double)nbad);
+}
+
+static struct starpu_codelet image_read_cl = {
+	.cpu_funcs = { image_read_cpu },
+	.cpu_funcs_name = { "desi_read_image_cpu" },
+	.nbuffers = 2,
+	.modes = { STARPU_W, STARPU_W },
+	.name = "desi_read_image",
+};
+
+static void image_free(sp_value_t *v)
+{
+	desi_image_val_t *im = (desi_image_val_t *)v;
+	if (im->pix != NULL)
+		starpu_data_unregister(im->pix);
+	if (im->ivar != NULL)
+		starpu_data_unregister(im->ivar);
+	starpu_free(im->img.pix);
+	starpu_free(im->img.ivar);
+	free(im->arg);
+	free(im->path);
+	free(im);
+}
+
+static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	desi_image_val_t *im = calloc(1, sizeof *im);
+	sp_err_t err = { 0 };
+	(void)in;
+	if (im == NULL)
+		return SP_ENOMEM;
+	im->base.type = "desi.image";
+	im->base.free_cb = image_free;
+	*out = &im->base;
+	im->path = sp_item_param(item, st, "file");
+	im->arg = calloc(1, sizeof *im->arg);
+	if (im->path == NULL || im->arg == NULL)
+		return SP_ENOMEM;
+	/* Sizes now, data by a task: reading frame k+1 overlaps frame k's work. */
+	if (desi_image_size(im->path, &im->img.ny, &im->img.nx, &err) != 0)
+		return sp_status_set_err(status, &err);
+	size_t n = (size_t)im->img.ny * (size_t)im->img.nx;
+	if (starpu_malloc((void **)&im->img.pix, n * sizeof(float)) != 0 ||
+	    starpu_malloc((void **)&im->img.ivar, n * sizeof(float)) != 0)
+		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %zu bytes for the image",
+				     im->path, 2 * n * sizeof(float));
+	starpu_vector_data_register(&im->pix, STARPU_MAIN_RAM, (uintptr_t)im->img.pix, (uint32_t)n,
+				    sizeof(float));
+	starpu_vector_data_register(&im->ivar, STARPU_MAIN_RAM, (uintptr_t)im->img.ivar, (uint32_t)n,
+				    sizeof(float));
+	im->arg->v = im;
+	im->arg->ctx = sp_item_taskctx(item, st, "desi_read_image");
+	if (im->arg->ctx == NULL)
+		return SP_ENOMEM;
+	sp_taskctx_submitting(im->arg->ctx);
+	int ret = starpu_task_insert(&image_read_cl, STARPU_W, im->pix, STARPU_W, im->ivar,
+				     STARPU_CL_ARGS_NFREE, im->arg, sizeof *im->arg,
+				     SP_TASK_ARGS(im->arg->ctx), 0);
+	if (ret != 0)
+		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", im->path, ret);
+	return 0;
+}
+
+static const sp_param_spec_t image_params[] = {
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
+	  "pre-processed CCD image FITS (IMAGE, IVAR, MASK, optional FIBERMAP)" },
+};
+static const sp_port_spec_t image_outputs[] = {
+	{ "image", "desi.image", "pixels and inverse variances, masked pixels at ivar 0" },
+};
+
+const sp_stage_kind_t sp_desi_image_kind = {
+	.name = "desi.image",
+	.help = "Read a DESI pre-processed CCD image",
+	.params = image_params,
+	.nparams = 1,
+	.outputs = image_outputs,
+	.noutputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = image_run,
+};

@@ -1,0 +1,94 @@
+/* DESI GaussHermite PSF: reading, trace and parameter evaluation, and spots (CPU and CUDA). */
+#ifndef SP_DESI_PSF_H
+#define SP_DESI_PSF_H
+
+/*
+ * DESIGN: evaluating a spot has two parts.  The Legendre sums (trace X, Y
+ * and the 2 + (GHDEGX+1)(GHDEGY+1) shape parameters of a fibre at one
+ * wavelength) are cheap and done on the host into a flat "spot parameter"
+ * array; the pixel-integrated Gauss-Hermite terms (erf and exp per pixel
+ * edge) and the 11 x 17 outer products are the work, done by
+ * desi_spots_cpu() or its CUDA twin desi_spots_cuda() over many (fibre,
+ * wavelength) pairs at once (a bundle over the padded wavelength axis).
+ * Units: wavelengths in Angstrom, positions in CCD pixels with (0, 0) the
+ * centre of pixel [row 0][col 0], x along columns.  See
+ * ../shared/science/desi-extraction.md, "Evaluating the PSF".
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../src/error.h"
+
+typedef struct desi_psf {
+	int nfib;                 /* 500 */
+	int ncx, ncy;             /* Legendre coefficients of XTRACE, YTRACE */
+	double xwmin, xwmax;      /* XTRACE's WAVEMIN/WAVEMAX */
+	double ywmin, ywmax;      /* YTRACE's */
+	double *xcoef, *ycoef;    /* [nfib][ncx], [nfib][ncy] */
+	double wmin, wmax;        /* PSF table's WAVEMIN/WAVEMAX */
+	int ncoef;                /* LEGDEG + 1 */
+	int hsizex, hsizey;       /* 8, 5: spots are (2 hsizey + 1) x (2 hsizex + 1) */
+	int ghdegx, ghdegy;       /* 6, 6 */
+	int npix_x, npix_y;       /* CCD size from the header */
+	double psferr;            /* PSFERR, default 0.01 */
+	double *ghsigx, *ghsigy;  /* [nfib][ncoef] */
+	double *gh;               /* [(ghdegx+1)(ghdegy+1)][nfib][ncoef], i (x) major: index i*(ghdegy+1)+j for GH-i-j */
+} desi_psf_t;
+
+/* Reads a specex GaussHermite PSF (PSFTYPE GAUSS-HERMITE; HDUs found by
+ * EXTNAME: XTRACE, YTRACE, PSF).  Errors name the file and the reason
+ * (missing HDU or parameter, another PSF type, bad sizes). */
+int desi_psf_read(const char *path, desi_psf_t **psf, sp_err_t *err);
+void desi_psf_free(desi_psf_t **psf);
+
+/* Trace position of fibre f at wavelength w. */
+void desi_psf_xy(const desi_psf_t *psf, int f, double w, double *x, double *y);
+
+/* Number of doubles per (fibre, wavelength) in a spot-parameter array:
+ * X, Y, GHSIGX, GHSIGY, then the GH-i-j coefficients, i major. */
+static inline int desi_psf_nparams(const desi_psf_t *psf)
+{
+	return 4 + (psf->ghdegx + 1) * (psf->ghdegy + 1);
+}
+
+/* Spot parameters of fibres [f0, f0+nf) at waves[0..nw): params is
+ * [nf][nw][desi_psf_nparams]. */
+void desi_psf_params(const desi_psf_t *psf, int f0, int nf, const double *waves, int nw,
+		     double *params);
+
+/* Largest spot half-sizes and Gauss-Hermite degrees the kernels accept
+ * (desi_psf_read() rejects larger ones): they size the kernels' scratch. */
+#define DESI_PSF_MAX_HSIZE 32
+#define DESI_PSF_MAX_GHDEG 15
+
+/* Shape of the spots: everything the spot kernels need besides params. */
+typedef struct desi_spot_shape {
+	int hsizex, hsizey, ghdegx, ghdegy;
+} desi_spot_shape_t;
+
+/* The spot shape of a PSF read by desi_psf_read(). */
+static inline desi_spot_shape_t desi_psf_shape(const desi_psf_t *psf)
+{
+	desi_spot_shape_t s = { psf->hsizex, psf->hsizey, psf->ghdegx, psf->ghdegy };
+	return s;
+}
+
+/* n spots from n parameter sets: spots [n][2 hsizey + 1][2 hsizex + 1]
+ * (row-major, non-negative, sum 1), corners xc[n], yc[n] (the CCD column
+ * and row of spot pixel [0][0]).  A shape beyond the DESI_PSF_MAX_* limits
+ * aborts (desi_psf_read() never makes one); a corner that is not an int32
+ * (non-finite X or Y) is INT32_MIN; a spot whose pixels all clip to 0
+ * comes out NaN, as the reference's does. */
+void desi_spots_cpu(const double *params, size_t n, desi_spot_shape_t shape, double *spots,
+		    int32_t *xc, int32_t *yc);
+
+/* CUDA twin, asynchronous on stream, device pointers; 0, SP_EINVAL (a
+ * shape beyond the limits) or SP_ECUDA (the launch failed).  Pixels agree
+ * with desi_spots_cpu() to a few 1e-16 (CUDA's erf and exp, and the order
+ * of the normalising sum); corners exactly. */
+struct CUstream_st;
+int desi_spots_cuda(const double *params, size_t n, desi_spot_shape_t shape, double *spots,
+		    int32_t *xc, int32_t *yc, struct CUstream_st *stream);
+
+#endif /* SP_DESI_PSF_H */

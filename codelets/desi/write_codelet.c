@@ -1,0 +1,158 @@
+/* StarPU glue of desi.write: the frame FITS file in desispec's layout, written atomically. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../../src/stage.h"
+#include "desi_glue.h"
+
+struct desi_write_arg {
+	sp_taskctx_t *ctx;
+	desi_frame_val_t *fr;
+	char *path;
+};
+
+typedef struct desi_write_val {
+	sp_value_t base;
+	struct desi_write_arg arg;
+	struct starpu_task *task; /* not detached: waited for before freeing arg */
+} desi_write_val_t;
+
+/* Creates the folder that will hold path. */
+static int make_parent(const char *path, sp_err_t *err)
+{
+	char *copy = strdup(path);
+	if (copy == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	char *dir = dirname(copy);
+	int ret = 0;
+	for (char *p = dir + 1;; p++) {
+		char c = *p;
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+			ret = sp_seterr(err, SP_EIO, "%s: cannot create folder '%s': %s", path, dir,
+					strerror(errno));
+			break;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	free(copy);
+	return ret;
+}
+
+static void write_cpu(void *buffers[], void *cl_arg)
+{
+	struct desi_write_arg *a = cl_arg;
+	const desi_plan_t *pl = &a->fr->plan;
+	const float *buf = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	size_t nw = (size_t)pl->nwave, ns = (size_t)pl->nspec, nd = 2 * DESI_NDIAG + 1;
+	sp_err_t err = { 0 };
+
+	if (sp_status_failed(a->ctx->status))
+		return;
+	float *flux = malloc(ns * nw * sizeof *flux), *ivar = malloc(ns * nw * sizeof *ivar);
+	float *chi2 = malloc(ns * nw * sizeof *chi2), *res = malloc(ns * nd * nw * sizeof *res);
+	uint32_t *mask = malloc(ns * nw * sizeof *mask);
+	if (!flux || !ivar || !chi2 || !res || !mask) {
+		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", a->path);
+		goto out;
+	}
+	for (size_t s = 0; s < ns; s++) {
+		const float *row = buf + s * DESI_NFIELD * nw;
+		memcpy(flux + s * nw, row + DESI_F_FLUX * nw, nw * sizeof *flux);
+		memcpy(ivar + s * nw, row + DESI_F_IVAR * nw, nw * sizeof *ivar);
+		memcpy(chi2 + s * nw, row + DESI_F_CHI2PIX * nw, nw * sizeof *chi2);
+		memcpy(res + s * nd * nw, row + DESI_F_RES0 * nw, nd * nw * sizeof *res);
+		for (size_t w = 0; w < nw; w++) {
+			float f = row[DESI_F_PIXMASK * nw + w];
+			/* desispec: SOMEBADPIX (bit 0) above half masked, ALLBADPIX (bit 1) all. */
+			mask[s * nw + w] = (f > 0.5f ? 1u : 0u) | (f >= 1.0f ? 2u : 0u);
+		}
+	}
+	desi_frame_t fr = { .nspec = pl->nspec, .nwave = pl->nwave, .ndiag = DESI_NDIAG,
+			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
+			    .mask = mask, .resolution = res, .chi2pix = chi2,
+			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path };
+	if (make_parent(a->path, &err) != 0 ||
+	    desi_frame_write(a->path, &fr, a->fr->image_path, &err) != 0)
+		sp_status_set_err(a->ctx->status, &err);
+out:
+	free(flux);
+	free(ivar);
+	free(chi2);
+	free(res);
+	free(mask);
+}
+
+static struct starpu_codelet write_cl = {
+	.cpu_funcs = { write_cpu },
+	.cpu_funcs_name = { "desi_write_cpu" },
+	.nbuffers = 1,
+	.modes = { STARPU_R },
+	.name = "desi_write",
+};
+
+static void write_free(sp_value_t *v)
+{
+	desi_write_val_t *w = (desi_write_val_t *)v;
+	if (w->task != NULL)
+		(void)!starpu_task_wait(w->task);
+	free(w->arg.path);
+	free(w);
+}
+
+static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	desi_write_val_t *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return SP_ENOMEM;
+	w->base.type = "desi.write";
+	w->base.free_cb = write_free;
+	*out = &w->base;
+	w->arg.fr = (desi_frame_val_t *)in[0];
+	w->arg.path = sp_item_param(item, st, "file");
+	w->arg.ctx = sp_item_taskctx(item, st, "desi_write");
+	if (w->arg.path == NULL || w->arg.ctx == NULL)
+		return SP_ENOMEM;
+	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.fr->h,
+						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
+						     SP_TASK_ARGS(w->arg.ctx), 0);
+	if (task == NULL)
+		return SP_ENOMEM;
+	task->detach = 0;
+	task->cl_arg_free = 0; /* StarPU 1.3's task_build ignores _NFREE */
+	sp_taskctx_submitting(w->arg.ctx);
+	int ret = starpu_task_submit(task);
+	if (ret != 0) {
+		starpu_task_destroy(task);
+		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
+				     w->arg.path, ret);
+	}
+	w->task = task;
+	return 0;
+}
+
+static const sp_param_spec_t write_params[] = {
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "output frame FITS (desispec layout)" },
+};
+static const sp_port_spec_t write_inputs[] = {
+	{ "frame", "desi.frame", "the extracted frame" },
+};
+
+const sp_stage_kind_t sp_desi_write_kind = {
+	.name = "desi.write",
+	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX)",
+	.params = write_params,
+	.nparams = 1,
+	.inputs = write_inputs,
+	.ninputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = write_run,
+};

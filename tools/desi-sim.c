@@ -1,0 +1,592 @@
+/* starpipe-desi-sim: a simulated DESI pre-processed CCD image, with its true spectra, from a real PSF. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fitsio.h>
+
+#include "../codelets/desi/psf.h"
+
+/*
+ * DESIGN.  The truth is defined on the extraction's own padded wavelength
+ * grid, wave[i] = wmin + (i - wavepad) dw, i = 0 .. nwave + 2 wavepad +
+ * extra - 1 (wavepad bins below wmin, wavepad + extra above wmax, as
+ * ../shared/science/desi-extraction.md "Decomposition"), in electrons per
+ * wavelength bin, and the noiseless image is exactly the extraction's
+ * forward model: model = sum over fibres f and padded bins w of
+ * truth[f][w] * spot(f, wave[w]) placed at its corner (pixels off the CCD
+ * dropped).  Then R * truth / dw is what an unbiased extraction's flux
+ * estimates.  A fibre's spectrum depends only on (seed, fibre), so a
+ * sub-range of fibres reproduces the same spectra: a continuum
+ * A (1 + b1 t + b2 P2(t)) (1 + 0.2 sin(2 pi k t + phase)) with A in 50..500
+ * (5..30 for sky fibres; t in -1..1 over the padded range; always > 0),
+ * up to 4 Gaussian emission lines (sigma 0.8-2.5 A, peak 50-1500) on
+ * targets, and 15 narrow sky lines (sigma 0.6 A, peak 200-5000, log-uniform)
+ * shared by all fibres with a throughput of 0.9-1.1 per fibre.  About 10 %
+ * of the fibres are OBJTYPE 'SKY'.
+ *
+ * Noise: Poisson on the model (exact below 20 e-, else Gaussian with
+ * variance = model), plus Gaussian read noise.  IVAR = 1/(model + rdnoise^2)
+ * from the noiseless model, so that pulls are unbiased (an ivar from the
+ * noisy pixel would weight downward fluctuations up).  --mask-blobs paints
+ * discs (radius 2-6 px) of MASK bit COSMIC (1<<4) and adds 500-5000 e- of
+ * "cosmic ray" charge to IMAGE there, leaving IVAR as computed: an
+ * extraction that ignored MASK would show it.  MASK is int16, RICE
+ * tile-compressed by rows, as in real pre-processed images.
+ *
+ * The PRNG is xoshiro256** seeded by splitmix64: the same seed gives the
+ * same file on every platform.  The file is written to OUT.tmp.PID and
+ * renamed when complete.
+ */
+
+static const char usage_text[] =
+	"usage: starpipe-desi-sim --psf PSF.fits -o IMAGE.fits [--wave WMIN,WMAX,DW]\n"
+	"                         [--specmin S] [--nspec N] [-s SEED] [--rdnoise E]\n"
+	"                         [--no-noise] [--mask-blobs N] [--wavepad P]\n"
+	"                         [--wavepad-extra X]\n"
+	"Simulates a pre-processed CCD image (HDUs IMAGE, IVAR, MASK, FIBERMAP) of\n"
+	"fibres S .. S+N-1 (default 0, 500) through the GaussHermite PSF, and\n"
+	"records their true spectra (TRUTH [N][nwave padded], electrons per bin;\n"
+	"TRUEWAVE) on the extraction's padded grid: WMIN - P*DW .. WMAX + (P+X)*DW.\n"
+	"Defaults: --wave 5760,7620,0.8 --rdnoise 3.0 --wavepad 12\n"
+	"--wavepad-extra 50 -s 1.\n";
+
+#define MASK_COSMIC (1 << 4)
+#define NSKY 15
+
+typedef struct rng {
+	uint64_t s[4];
+} rng_t;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t next(rng_t *r)
+{
+	uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return res;
+}
+
+/* Stream `stream` of seed: independent generators for each fibre and for
+ * the global draws. */
+static void rng_seed(rng_t *r, uint64_t seed, uint64_t stream)
+{
+	uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03u);
+	for (int e = 0; e < 4; e++)
+		r->s[e] = splitmix64(&x);
+}
+
+static double uniform(rng_t *r) /* [0, 1) */
+{
+	return (double)(next(r) >> 11) * 0x1.0p-53;
+}
+
+static double urange(rng_t *r, double lo, double hi)
+{
+	return lo + (hi - lo) * uniform(r);
+}
+
+static double gaussian(rng_t *r) /* Box-Muller, N(0, 1) */
+{
+	double u = 1.0 - uniform(r), v = uniform(r);
+	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Poisson deviate of mean m >= 0: exact (Knuth) below 20, else Gaussian. */
+static double poisson(rng_t *r, double m)
+{
+	if (m <= 0)
+		return 0;
+	if (m >= 20)
+		return m + sqrt(m) * gaussian(r);
+	double l = exp(-m), p = uniform(r);
+	int k = 0;
+	while (p > l) {
+		p *= uniform(r);
+		k++;
+	}
+	return k;
+}
+
+typedef struct line {
+	double w, sigma, peak;
+} line_t;
+
+/* Fibre f's generator, with its first draws: sky or not, TARGETID. */
+static void fibre_start(rng_t *r, uint64_t seed, int f, int *sky, int64_t *targetid)
+{
+	rng_seed(r, seed, (uint64_t)f + 1);
+	*sky = uniform(r) < 0.1;
+	*targetid = (int64_t)(39627000000000000ll + (int64_t)(next(r) >> 20));
+}
+
+/* The true spectrum of fibre f on wave[0..nw), electrons per bin. */
+static void spectrum(uint64_t seed, int f, const double *wave, int nw, const line_t *skyl,
+		     double *out)
+{
+	rng_t r;
+	int sky;
+	int64_t tid;
+	line_t em[4];
+	int nem = 0;
+
+	fibre_start(&r, seed, f, &sky, &tid);
+	double A = sky ? urange(&r, 5, 30) : urange(&r, 50, 500);
+	double b1 = urange(&r, -0.3, 0.3), b2 = urange(&r, -0.2, 0.2);
+	double k = urange(&r, 0.5, 2), ph = urange(&r, 0, 6.283185307179586);
+	double thr = urange(&r, 0.9, 1.1);
+	double w0 = wave[0], w1 = wave[nw - 1], mid = 0.5 * (w0 + w1),
+	       half = 0.5 * (w1 - w0) > 0 ? 0.5 * (w1 - w0) : 1;
+	if (!sky) {
+		nem = (int)(uniform(&r) * 5);
+		for (int e = 0; e < nem; e++) {
+			em[e].w = urange(&r, w0, w1);
+			em[e].sigma = urange(&r, 0.8, 2.5);
+			em[e].peak = urange(&r, 50, 1500);
+		}
+	}
+	for (int i = 0; i < nw; i++) {
+		double t = (wave[i] - mid) / half, v;
+		v = A * (1 + b1 * t + b2 * (1.5 * t * t - 0.5)) *
+		    (1 + 0.2 * sin(6.283185307179586 * k * t + ph));
+		for (int e = 0; e < nem; e++) {
+			double z = (wave[i] - em[e].w) / em[e].sigma;
+			if (fabs(z) < 8)
+				v += em[e].peak * exp(-0.5 * z * z);
+		}
+		for (int e = 0; e < NSKY; e++) {
+			double z = (wave[i] - skyl[e].w) / skyl[e].sigma;
+			if (fabs(z) < 8)
+				v += thr * skyl[e].peak * exp(-0.5 * z * z);
+		}
+		out[i] = v > 0 ? v : 0;
+	}
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "starpipe-desi-sim: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage_text);
+	return 2;
+}
+
+/* Parses a whole-string number into *x within [lo, hi]. */
+static int number(const char *s, double lo, double hi, double *x)
+{
+	char *end;
+	errno = 0;
+	*x = strtod(s, &end);
+	return *s != '\0' && *end == '\0' && errno == 0 && isfinite(*x) && *x >= lo && *x <= hi;
+}
+
+static int integer(const char *s, double lo, double hi, int *v)
+{
+	double x;
+	if (!number(s, lo, hi, &x) || x != floor(x))
+		return 0;
+	*v = (int)x;
+	return 1;
+}
+
+/* The first CAMERA keyword in any HDU of the PSF file, else "r0". */
+static void psf_camera(const char *path, char *cam, size_t size)
+{
+	fitsfile *f;
+	int status = 0, nhdu = 0;
+	char v[FLEN_VALUE];
+
+	snprintf(cam, size, "r0");
+	if (fits_open_diskfile(&f, path, READONLY, &status) != 0) {
+		fits_clear_errmsg();
+		return;
+	}
+	fits_get_num_hdus(f, &nhdu, &status);
+	for (int h = 1; h <= nhdu; h++) {
+		status = 0;
+		if (fits_movabs_hdu(f, h, NULL, &status) == 0 &&
+		    fits_read_key(f, TSTRING, "CAMERA", v, NULL, &status) == 0) {
+			/* specex writes CAMERA = '''r0      ''': strip quotes too */
+			char *b = v, *e = v + strlen(v);
+			while (*b == '\'' || *b == ' ')
+				b++;
+			while (e > b && (e[-1] == '\'' || e[-1] == ' '))
+				e--;
+			if (e > b)
+				snprintf(cam, size, "%.*s", (int)(e - b), b);
+			break;
+		}
+	}
+	status = 0;
+	fits_close_file(f, &status);
+	fits_clear_errmsg();
+}
+
+typedef struct sim {
+	const char *psf_path, *out;
+	double wmin, wmax, dw, rdnoise;
+	int specmin, nspec, noise, nblobs, wavepad, extra;
+	uint64_t seed;
+	char camera[FLEN_VALUE];
+	desi_psf_t *psf;
+	int ny, nx, nwave, npad;
+	double *wave;    /* [npad] */
+	double *truth;   /* [nspec][npad] */
+	double *model;   /* [ny][nx] */
+	float *image;    /* [ny][nx] */
+	int16_t *mask;   /* [ny][nx] */
+} sim_t;
+
+/* Truth and noiseless model, a fibre at a time (spots of one fibre over the
+ * padded grid: a few MB). */
+static int build_model(sim_t *s)
+{
+	int np = desi_psf_nparams(s->psf), sy = 2 * s->psf->hsizey + 1,
+	    sx = 2 * s->psf->hsizex + 1;
+	desi_spot_shape_t shape = { s->psf->hsizex, s->psf->hsizey, s->psf->ghdegx,
+				    s->psf->ghdegy };
+	double *params = malloc((size_t)s->npad * np * sizeof *params);
+	double *spots = malloc((size_t)s->npad * sy * sx * sizeof *spots);
+	int32_t *xc = malloc((size_t)s->npad * sizeof *xc), *yc = malloc((size_t)s->npad * sizeof *yc);
+	line_t skyl[NSKY];
+	rng_t g;
+
+	if (params == NULL || spots == NULL || xc == NULL || yc == NULL) {
+		free(params);
+		free(spots);
+		free(xc);
+		free(yc);
+		return -1;
+	}
+	rng_seed(&g, s->seed, 0);
+	for (int e = 0; e < NSKY; e++) {
+		skyl[e].w = urange(&g, s->wave[0], s->wave[s->npad - 1]);
+		skyl[e].sigma = 0.6;
+		skyl[e].peak = 200 * exp(uniform(&g) * log(25.0));
+	}
+	for (int k = 0; k < s->nspec; k++) {
+		int f = s->specmin + k;
+		double *tr = s->truth + (size_t)k * s->npad;
+		spectrum(s->seed, f, s->wave, s->npad, skyl, tr);
+		desi_psf_params(s->psf, f, 1, s->wave, s->npad, params);
+		desi_spots_cpu(params, (size_t)s->npad, shape, spots, xc, yc);
+		for (int w = 0; w < s->npad; w++) {
+			const double *sp = spots + (size_t)w * sy * sx;
+			double t = tr[w];
+			for (int iy = 0; iy < sy; iy++) {
+				int64_t row = (int64_t)yc[w] + iy;
+				if (row < 0 || row >= s->ny)
+					continue;
+				double *m = s->model + (size_t)row * s->nx;
+				for (int ix = 0; ix < sx; ix++) {
+					int64_t col = (int64_t)xc[w] + ix;
+					if (col >= 0 && col < s->nx)
+						m[col] += t * sp[iy * sx + ix];
+				}
+			}
+		}
+		if ((k + 1) % 50 == 0 || k + 1 == s->nspec)
+			fprintf(stderr, "starpipe-desi-sim: %d/%d fibres\n", k + 1, s->nspec);
+	}
+	free(params);
+	free(spots);
+	free(xc);
+	free(yc);
+	return 0;
+}
+
+/* Noisy image and the cosmic-ray blobs. */
+static void add_noise(sim_t *s)
+{
+	rng_t g;
+	size_t n = (size_t)s->ny * s->nx;
+
+	rng_seed(&g, s->seed, UINT64_C(0x6e6f697365)); /* "noise" */
+	for (size_t e = 0; e < n; e++) {
+		double m = s->model[e];
+		s->image[e] = (float)(s->noise ? poisson(&g, m) + s->rdnoise * gaussian(&g) : m);
+	}
+	memset(s->mask, 0, n * sizeof *s->mask);
+	rng_seed(&g, s->seed, UINT64_C(0x626c6f62)); /* "blob": same with --no-noise */
+	for (int b = 0; b < s->nblobs; b++) {
+		double cy = urange(&g, 0, s->ny), cx = urange(&g, 0, s->nx);
+		double r = urange(&g, 2, 6), q = urange(&g, 500, 5000);
+		for (int y = (int)floor(cy - r); y <= (int)ceil(cy + r); y++)
+			for (int x = (int)floor(cx - r); x <= (int)ceil(cx + r); x++) {
+				double dy = y + 0.5 - cy, dx = x + 0.5 - cx;
+				if (y < 0 || y >= s->ny || x < 0 || x >= s->nx ||
+				    dx * dx + dy * dy > r * r)
+					continue;
+				size_t e = (size_t)y * s->nx + x;
+				s->mask[e] |= MASK_COSMIC;
+				s->image[e] += (float)q;
+			}
+	}
+}
+
+static int write_fibermap(sim_t *s, fitsfile *f, int *status)
+{
+	char *ttype[] = { "FIBER", "TARGETID", "OBJTYPE" };
+	char *tform[] = { "J", "K", "3A" };
+	int nf = s->psf->nfib, petal = 0;
+
+	if (s->camera[0] != '\0' && s->camera[1] >= '0' && s->camera[1] <= '9')
+		petal = s->camera[1] - '0';
+	if (fits_create_tbl(f, BINARY_TBL, nf, 3, ttype, tform, NULL, "FIBERMAP", status) != 0)
+		return *status;
+	for (int i = 0; i < nf && *status == 0; i++) {
+		rng_t r;
+		int sky, fiber = petal * 500 + i;
+		int64_t tid;
+		char obj[4], *objp = obj;
+		LONGLONG tidl;
+		fibre_start(&r, s->seed, i, &sky, &tid);
+		tidl = tid;
+		snprintf(obj, sizeof obj, "%s", sky ? "SKY" : "TGT");
+		fits_write_col(f, TINT, 1, i + 1, 1, 1, &fiber, status);
+		fits_write_col(f, TLONGLONG, 2, i + 1, 1, 1, &tidl, status);
+		fits_write_col(f, TSTRING, 3, i + 1, 1, 1, &objp, status);
+	}
+	return *status;
+}
+
+/* Writes all HDUs into f; returns the CFITSIO status. */
+static int write_all(sim_t *s, fitsfile *f)
+{
+	int status = 0;
+	long n2[2] = { s->nx, s->ny }, fp[2] = { 1, 1 };
+	LONGLONG n = (LONGLONG)s->ny * s->nx;
+	size_t rows = 64, cnt = rows * (size_t)s->nx;
+	float *buf = malloc(cnt * sizeof *buf);
+	long long seed = (long long)s->seed;
+
+	if (buf == NULL)
+		return MEMORY_ALLOCATION;
+	fits_create_img(f, FLOAT_IMG, 2, n2, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "IMAGE", NULL, &status);
+	fits_update_key(f, TSTRING, "BUNIT", "electron", NULL, &status);
+	fits_update_key(f, TSTRING, "CAMERA", s->camera, "Spectrograph camera", &status);
+	fits_update_key(f, TDOUBLE, "RDNOISE", &s->rdnoise, "Read noise [electron]", &status);
+	fits_update_key(f, TLONGLONG, "SIMSEED", &seed, "starpipe-desi-sim seed", &status);
+	fits_update_key(f, TLOGICAL, "SIMNOISE", &s->noise, "Noise added", &status);
+	fits_update_key_longstr(f, "SIMPSF", (char *)s->psf_path, "PSF of the simulation",
+				&status);
+	fits_write_pix(f, TFLOAT, fp, n, s->image, &status);
+
+	fits_create_img(f, FLOAT_IMG, 2, n2, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "IVAR", NULL, &status);
+	fits_update_key(f, TSTRING, "BUNIT", "electron**-2", NULL, &status);
+	double rd2 = s->rdnoise * s->rdnoise;
+	for (LONGLONG e0 = 0; e0 < n && status == 0; e0 += (LONGLONG)cnt) {
+		LONGLONG m = n - e0 < (LONGLONG)cnt ? n - e0 : (LONGLONG)cnt;
+		for (LONGLONG e = 0; e < m; e++) {
+			double v = s->model[e0 + e] + rd2;
+			buf[e] = v > 0 ? (float)(1.0 / v) : 0.0f;
+		}
+		fits_write_img(f, TFLOAT, e0 + 1, m, buf, &status);
+	}
+	free(buf);
+
+	fits_set_compression_type(f, RICE_1, &status);
+	fits_create_img(f, SHORT_IMG, 2, n2, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "MASK", NULL, &status);
+	fits_write_pix(f, TSHORT, fp, n, s->mask, &status);
+	fits_set_compression_type(f, 0, &status); /* back to plain HDUs */
+
+	write_fibermap(s, f, &status);
+
+	long nt[2] = { s->npad, s->nspec }, nw[1] = { s->npad };
+	int nwave = s->nwave;
+	fits_create_img(f, DOUBLE_IMG, 2, nt, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "TRUTH", NULL, &status);
+	fits_update_key(f, TSTRING, "BUNIT", "electron", "per wavelength bin", &status);
+	fits_update_key(f, TDOUBLE, "WMIN", &s->wmin, "Unpadded grid start [Angstrom]", &status);
+	fits_update_key(f, TDOUBLE, "WMAX", &s->wmax, "Unpadded grid end [Angstrom]", &status);
+	fits_update_key(f, TDOUBLE, "DW", &s->dw, "Grid step [Angstrom]", &status);
+	fits_update_key(f, TINT, "NWAVE", &nwave, "Unpadded grid size", &status);
+	fits_update_key(f, TINT, "WAVEPAD", &s->wavepad, "Bins of padding each side", &status);
+	fits_update_key(f, TINT, "WAVEPADX", &s->extra, "Extra bins of padding above", &status);
+	fits_update_key(f, TINT, "SPECMIN", &s->specmin, "First fibre", &status);
+	fits_update_key(f, TINT, "NSPEC", &s->nspec, "Number of fibres", &status);
+	fits_write_pix(f, TDOUBLE, fp, (LONGLONG)s->npad * s->nspec, s->truth, &status);
+
+	fits_create_img(f, DOUBLE_IMG, 1, nw, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "TRUEWAVE", NULL, &status);
+	fits_update_key(f, TSTRING, "BUNIT", "Angstrom", NULL, &status);
+	fits_write_pix(f, TDOUBLE, fp, (LONGLONG)s->npad, s->wave, &status);
+	return status;
+}
+
+/* Writes OUT.tmp.PID and renames it; 0 or 1 with a message. */
+static int write_file(sim_t *s)
+{
+	char tmp[PATH_MAX], txt[FLEN_STATUS], msg[FLEN_ERRMSG] = "";
+	fitsfile *f;
+	int status = 0, st = 0;
+
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", s->out, (long)getpid()) >= (int)sizeof tmp) {
+		fprintf(stderr, "starpipe-desi-sim: %s: path too long\n", s->out);
+		return 1;
+	}
+	unlink(tmp);
+	if (fits_create_diskfile(&f, tmp, &status) == 0) {
+		status = write_all(s, f);
+		if (status != 0) {
+			fits_read_errmsg(msg);
+			fits_delete_file(f, &st);
+		} else if (fits_close_file(f, &status) != 0) {
+			fits_read_errmsg(msg);
+		}
+	} else {
+		fits_read_errmsg(msg);
+	}
+	if (status == 0 && rename(tmp, s->out) != 0) {
+		fprintf(stderr, "starpipe-desi-sim: %s: cannot rename %s: %s\n", s->out, tmp,
+			strerror(errno));
+		unlink(tmp);
+		return 1;
+	}
+	if (status != 0) {
+		unlink(tmp);
+		fits_get_errstatus(status, txt);
+		fprintf(stderr, "starpipe-desi-sim: %s: cannot write: %s (%s)\n", s->out, txt, msg);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	sim_t s = { .wmin = 5760, .wmax = 7620, .dw = 0.8, .rdnoise = 3.0, .specmin = 0,
+		    .nspec = 500, .noise = 1, .wavepad = 12, .extra = 50, .seed = 1 };
+	double x;
+	sp_err_t err = { 0, "" };
+
+	for (int a = 1; a < argc; a++) {
+		const char *o = argv[a];
+		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (strcmp(o, "--no-noise") == 0) {
+			s.noise = 0;
+			continue;
+		}
+		if (a + 1 >= argc)
+			return bad_usage("unknown option or missing value: '%s'", o);
+		const char *v = argv[++a];
+		if (strcmp(o, "--psf") == 0) {
+			s.psf_path = v;
+		} else if (strcmp(o, "-o") == 0) {
+			s.out = v;
+		} else if (strcmp(o, "--wave") == 0) {
+			char extra;
+			if (sscanf(v, "%lf,%lf,%lf%c", &s.wmin, &s.wmax, &s.dw, &extra) != 3 ||
+			    !isfinite(s.wmin) || !isfinite(s.wmax) || !(s.dw > 0) ||
+			    !(s.wmax >= s.wmin) || (s.wmax - s.wmin) / s.dw > 1e6)
+				return bad_usage("--wave: '%s' is not WMIN,WMAX,DW with "
+						 "WMIN <= WMAX, DW > 0", v);
+		} else if (strcmp(o, "--specmin") == 0) {
+			if (!integer(v, 0, 100000, &s.specmin))
+				return bad_usage("--specmin: '%s' is not a non-negative integer", v);
+		} else if (strcmp(o, "--nspec") == 0) {
+			if (!integer(v, 1, 100000, &s.nspec))
+				return bad_usage("--nspec: '%s' is not a positive integer", v);
+		} else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
+			if (!number(v, 0, 9007199254740992.0, &x) || x != floor(x))
+				return bad_usage("-s: '%s' is not a non-negative integer", v);
+			s.seed = (uint64_t)x;
+		} else if (strcmp(o, "--rdnoise") == 0) {
+			if (!number(v, 0, 1e4, &s.rdnoise))
+				return bad_usage("--rdnoise: '%s' is not in 0 .. 10000 electrons",
+						 v);
+		} else if (strcmp(o, "--mask-blobs") == 0) {
+			if (!integer(v, 0, 1e7, &s.nblobs))
+				return bad_usage("--mask-blobs: '%s' is not a non-negative integer",
+						 v);
+		} else if (strcmp(o, "--wavepad") == 0) {
+			if (!integer(v, 0, 10000, &s.wavepad))
+				return bad_usage("--wavepad: '%s' is not an integer in 0 .. 10000", v);
+		} else if (strcmp(o, "--wavepad-extra") == 0) {
+			if (!integer(v, 0, 10000, &s.extra))
+				return bad_usage("--wavepad-extra: '%s' is not an integer in "
+						 "0 .. 10000", v);
+		} else {
+			return bad_usage("unknown option '%s'", o);
+		}
+	}
+	if (s.psf_path == NULL)
+		return bad_usage("%s", "--psf PSF.fits is required");
+	if (s.out == NULL)
+		return bad_usage("%s", "-o IMAGE.fits is required");
+
+	if (desi_psf_read(s.psf_path, &s.psf, &err) != 0) {
+		fprintf(stderr, "starpipe-desi-sim: %s\n", err.msg);
+		return 1;
+	}
+	if (s.specmin + s.nspec > s.psf->nfib) {
+		fprintf(stderr, "starpipe-desi-sim: fibres %d .. %d: the PSF has %d fibres\n",
+			s.specmin, s.specmin + s.nspec - 1, s.psf->nfib);
+		desi_psf_free(&s.psf);
+		return 2;
+	}
+	psf_camera(s.psf_path, s.camera, 16);
+	/* The grid as the extraction builds it: wmin + dw [0, 1, ...] up to
+	 * wmax inclusive (with a rounding allowance). */
+	s.nwave = (int)floor((s.wmax - s.wmin) / s.dw + 1e-6) + 1;
+	s.npad = s.nwave + 2 * s.wavepad + s.extra;
+	s.ny = s.psf->npix_y;
+	s.nx = s.psf->npix_x;
+	size_t n = (size_t)s.ny * s.nx;
+	s.wave = malloc((size_t)s.npad * sizeof *s.wave);
+	s.truth = malloc((size_t)s.npad * s.nspec * sizeof *s.truth);
+	s.model = calloc(n, sizeof *s.model);
+	s.image = malloc(n * sizeof *s.image);
+	s.mask = malloc(n * sizeof *s.mask);
+	int rc = 1;
+	if (s.wave == NULL || s.truth == NULL || s.model == NULL || s.image == NULL ||
+	    s.mask == NULL) {
+		fprintf(stderr, "starpipe-desi-sim: out of memory for a %d x %d image\n", s.ny,
+			s.nx);
+		goto out;
+	}
+	for (int i = 0; i < s.npad; i++)
+		s.wave[i] = s.wmin + (i - s.wavepad) * s.dw;
+	if (build_model(&s) != 0) {
+		fprintf(stderr, "starpipe-desi-sim: out of memory for the spots\n");
+		goto out;
+	}
+	add_noise(&s);
+	rc = write_file(&s);
+out:
+	free(s.wave);
+	free(s.truth);
+	free(s.model);
+	free(s.image);
+	free(s.mask);
+	desi_psf_free(&s.psf);
+	return rc;
+}
