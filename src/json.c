@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "json.h"
 
+#include "fsutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -162,42 +164,6 @@ void sp_json_kv_int(sp_json_t *j, const char *k, long long x) { sp_json_key(j, k
 const char *sp_json_text(const sp_json_t *j)
 {
 	return j->failed ? NULL : (j->buf ? j->buf : "");
-}
-
-int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-	if (fd < 0)
-		return sp_seterr(err, SP_EIO, "%s: cannot create: %s", path, strerror(errno));
-	const char *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = errno;
-			close(fd);
-			unlink(tmp);
-			return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
-		}
-		p += w;
-		left -= (size_t)w;
-	}
-	if (fsync(fd) != 0 || close(fd) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
-	}
-	if (rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: cannot rename into place: %s", path, strerror(e));
-	}
-	return 0;
 }
 
 int sp_json_write_file(const sp_json_t *j, const char *path, sp_err_t *err)

@@ -29,8 +29,4 @@ const char *sp_json_text(const sp_json_t *j);
 /* Writes the text to path atomically (temporary name, then rename). */
 int sp_json_write_file(const sp_json_t *j, const char *path, sp_err_t *err);
 
-/* Writes len bytes to path atomically: path.tmp.PID, fsync, rename; on
- * failure nothing is left at either name. */
-int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err);
-
 #endif /* SP_JSON_H */

@@ -18,6 +18,7 @@
 
 #include <starpu.h>
 
+#include "fsutil.h"
 #include "json.h"
 
 /*
@@ -84,27 +85,6 @@ const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len)
 	return buf;
 }
 
-/* mkdir -p; returns 0 or -1 with errno. */
-static int mkdirs(const char *path)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 static void *progress_main(void *arg);
 
 /* OpenBLAS's own control (cblas.h of other BLAS builds lacks it): kernels run
@@ -127,9 +107,8 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		snprintf(dir, sizeof dir, "%s", c->perfmodel_dir);
 	else
 		sp_runtime_default_perfmodel_dir(dir, sizeof dir);
-	if (mkdirs(dir) != 0)
-		return sp_seterr(err, SP_EIO, "%s: cannot create the performance-model folder: %s",
-				 dir, strerror(errno));
+	if ((ret = sp_mkdirs(dir, err)) != 0)
+		return ret; /* err names the folder */
 	setenv("STARPU_PERF_MODEL_DIR", dir, 1);
 	snprintf(num, sizeof num, "%d", c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
 	setenv("STARPU_NWORKER_PER_CUDA", num, 1);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <fitsio.h>
 
 #include "../codelets/desi/frame_io.h"
@@ -28,42 +30,18 @@
 #define NY 20
 #define NX 30
 
-static char tmpdir[256];
-
 static int setup(void **state)
 {
 	(void)state;
-	const char *base = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/test_desi_frame_io.XXXXXX",
-		 base != NULL && *base ? base : "/tmp");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	return tmpdir_make("test_desi_frame_io");
 }
 
-/* Removes the temp dir and what the tests left in it (one level). */
 static int teardown(void **state)
 {
 	(void)state;
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-	char path[600];
-
-	if (d == NULL)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-		if (unlink(path) != 0)
-			rmdir(path);
-	}
-	closedir(d);
-	return rmdir(tmpdir);
+	return tmpdir_remove();
 }
 
-static void tmp_path(char *buf, size_t size, const char *name)
-{
-	snprintf(buf, size, "%s/%s", tmpdir, name);
-}
 
 static void check_fits(int status, const char *what)
 {

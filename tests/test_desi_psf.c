@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <fitsio.h>
 
 #include "../codelets/desi/psf.h"
@@ -301,33 +303,16 @@ static void test_properties_67784(void **state)
 
 /* ------------------------------------------------------------ bad files */
 
-static char tmpdir[256];
-
 static int setup(void **state)
 {
 	(void)state;
-	const char *base = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/test_desi_psf.XXXXXX",
-		 base != NULL && *base ? base : "/tmp");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	return tmpdir_make("test_desi_psf");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-	char path[600];
-	if (d == NULL)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return rmdir(tmpdir);
+	return tmpdir_remove();
 }
 
 /* desi_psf_read must fail on path with code (0: any) and a message that

@@ -15,45 +15,22 @@
 
 #include <cmocka.h>
 
-#include "../src/npy.h"
+#include "testutil.h"
 
-static char tmpdir[256];
+#include "../src/npy.h"
 
 static int setup(void **state)
 {
 	(void)state;
-	const char *base = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/test_npy.XXXXXX",
-		 base != NULL && *base ? base : "/tmp");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	return tmpdir_make("test_npy");
 }
 
-/* Removes the temp dir and what the tests left in it (one level, and the
- * sub-directory of test_write_fails). */
 static int teardown(void **state)
 {
 	(void)state;
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-	char path[600];
-
-	if (d == NULL)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-		if (unlink(path) != 0)
-			rmdir(path);
-	}
-	closedir(d);
-	return rmdir(tmpdir);
+	return tmpdir_remove();
 }
 
-static void tmp_path(char *buf, size_t size, const char *name)
-{
-	snprintf(buf, size, "%s/%s", tmpdir, name);
-}
 
 static void write_raw(const char *path, const void *data, size_t n)
 {

@@ -12,6 +12,7 @@
 
 #include <fitsio.h>
 
+#include "../src/rng.h"
 #include "../codelets/desi/psf.h"
 
 /*
@@ -61,71 +62,25 @@ static const char usage_text[] =
 #define MASK_COSMIC (1 << 4)
 #define NSKY 15
 
-typedef struct rng {
-	uint64_t s[4];
-} rng_t;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t next(rng_t *r)
-{
-	uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return res;
-}
-
 /* Stream `stream` of seed: independent generators for each fibre and for
  * the global draws. */
-static void rng_seed(rng_t *r, uint64_t seed, uint64_t stream)
-{
-	uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03u);
-	for (int e = 0; e < 4; e++)
-		r->s[e] = splitmix64(&x);
-}
 
-static double uniform(rng_t *r) /* [0, 1) */
+static double urange(sp_rng_t *r, double lo, double hi)
 {
-	return (double)(next(r) >> 11) * 0x1.0p-53;
-}
-
-static double urange(rng_t *r, double lo, double hi)
-{
-	return lo + (hi - lo) * uniform(r);
-}
-
-static double gaussian(rng_t *r) /* Box-Muller, N(0, 1) */
-{
-	double u = 1.0 - uniform(r), v = uniform(r);
-	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+	return lo + (hi - lo) * sp_rng_uniform(r);
 }
 
 /* Poisson deviate of mean m >= 0: exact (Knuth) below 20, else Gaussian. */
-static double poisson(rng_t *r, double m)
+static double poisson(sp_rng_t *r, double m)
 {
 	if (m <= 0)
 		return 0;
 	if (m >= 20)
-		return m + sqrt(m) * gaussian(r);
-	double l = exp(-m), p = uniform(r);
+		return m + sqrt(m) * sp_rng_gaussian(r);
+	double l = exp(-m), p = sp_rng_uniform(r);
 	int k = 0;
 	while (p > l) {
-		p *= uniform(r);
+		p *= sp_rng_uniform(r);
 		k++;
 	}
 	return k;
@@ -136,18 +91,18 @@ typedef struct line {
 } line_t;
 
 /* Fibre f's generator, with its first draws: sky or not, TARGETID. */
-static void fibre_start(rng_t *r, uint64_t seed, int f, int *sky, int64_t *targetid)
+static void fibre_start(sp_rng_t *r, uint64_t seed, int f, int *sky, int64_t *targetid)
 {
-	rng_seed(r, seed, (uint64_t)f + 1);
-	*sky = uniform(r) < 0.1;
-	*targetid = (int64_t)(39627000000000000ll + (int64_t)(next(r) >> 20));
+	sp_rng_seed(r, seed, (uint64_t)f + 1);
+	*sky = sp_rng_uniform(r) < 0.1;
+	*targetid = (int64_t)(39627000000000000ll + (int64_t)(sp_rng_next(r) >> 20));
 }
 
 /* The true spectrum of fibre f on wave[0..nw), electrons per bin. */
 static void spectrum(uint64_t seed, int f, const double *wave, int nw, const line_t *skyl,
 		     double *out)
 {
-	rng_t r;
+	sp_rng_t r;
 	int sky;
 	int64_t tid;
 	line_t em[4];
@@ -161,7 +116,7 @@ static void spectrum(uint64_t seed, int f, const double *wave, int nw, const lin
 	double w0 = wave[0], w1 = wave[nw - 1], mid = 0.5 * (w0 + w1),
 	       half = 0.5 * (w1 - w0) > 0 ? 0.5 * (w1 - w0) : 1;
 	if (!sky) {
-		nem = (int)(uniform(&r) * 5);
+		nem = (int)(sp_rng_uniform(&r) * 5);
 		for (int e = 0; e < nem; e++) {
 			em[e].w = urange(&r, w0, w1);
 			em[e].sigma = urange(&r, 0.8, 2.5);
@@ -272,7 +227,7 @@ static int build_model(sim_t *s)
 	double *spots = malloc((size_t)s->npad * sy * sx * sizeof *spots);
 	int32_t *xc = malloc((size_t)s->npad * sizeof *xc), *yc = malloc((size_t)s->npad * sizeof *yc);
 	line_t skyl[NSKY];
-	rng_t g;
+	sp_rng_t g;
 
 	if (params == NULL || spots == NULL || xc == NULL || yc == NULL) {
 		free(params);
@@ -281,11 +236,11 @@ static int build_model(sim_t *s)
 		free(yc);
 		return -1;
 	}
-	rng_seed(&g, s->seed, 0);
+	sp_rng_seed(&g, s->seed, 0);
 	for (int e = 0; e < NSKY; e++) {
 		skyl[e].w = urange(&g, s->wave[0], s->wave[s->npad - 1]);
 		skyl[e].sigma = 0.6;
-		skyl[e].peak = 200 * exp(uniform(&g) * log(25.0));
+		skyl[e].peak = 200 * exp(sp_rng_uniform(&g) * log(25.0));
 	}
 	for (int k = 0; k < s->nspec; k++) {
 		int f = s->specmin + k;
@@ -321,16 +276,16 @@ static int build_model(sim_t *s)
 /* Noisy image and the cosmic-ray blobs. */
 static void add_noise(sim_t *s)
 {
-	rng_t g;
+	sp_rng_t g;
 	size_t n = (size_t)s->ny * s->nx;
 
-	rng_seed(&g, s->seed, UINT64_C(0x6e6f697365)); /* "noise" */
+	sp_rng_seed(&g, s->seed, UINT64_C(0x6e6f697365)); /* "noise" */
 	for (size_t e = 0; e < n; e++) {
 		double m = s->model[e];
-		s->image[e] = (float)(s->noise ? poisson(&g, m) + s->rdnoise * gaussian(&g) : m);
+		s->image[e] = (float)(s->noise ? poisson(&g, m) + s->rdnoise * sp_rng_gaussian(&g) : m);
 	}
 	memset(s->mask, 0, n * sizeof *s->mask);
-	rng_seed(&g, s->seed, UINT64_C(0x626c6f62)); /* "blob": same with --no-noise */
+	sp_rng_seed(&g, s->seed, UINT64_C(0x626c6f62)); /* "blob": same with --no-noise */
 	for (int b = 0; b < s->nblobs; b++) {
 		double cy = urange(&g, 0, s->ny), cx = urange(&g, 0, s->nx);
 		double r = urange(&g, 2, 6), q = urange(&g, 500, 5000);
@@ -358,7 +313,7 @@ static int write_fibermap(sim_t *s, fitsfile *f, int *status)
 	if (fits_create_tbl(f, BINARY_TBL, nf, 3, ttype, tform, NULL, "FIBERMAP", status) != 0)
 		return *status;
 	for (int i = 0; i < nf && *status == 0; i++) {
-		rng_t r;
+		sp_rng_t r;
 		int sky, fiber = petal * 500 + i;
 		int64_t tid;
 		char obj[4], *objp = obj;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/rng.h"
 #include "../codelets/jsync/jsync.h"
 #include "../src/npy.h"
 
@@ -36,53 +37,13 @@ static const char usage_text[] =
 	"J-conjugations, and optionally the true signs [P] (-1 = conjugated;\n"
 	"equal to a synchronisation's output up to a global sign).\n";
 
-typedef struct rng {
-	uint64_t s[4];
-} rng_t;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t next(rng_t *r)
-{
-	uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return res;
-}
-
-static double uniform(rng_t *r) /* [0, 1) */
-{
-	return (double)(next(r) >> 11) * 0x1.0p-53;
-}
-
-static double gaussian(rng_t *r) /* Box-Muller, N(0, 1) */
-{
-	double u = 1.0 - uniform(r), v = uniform(r);
-	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static void unit(rng_t *r, double *x, int n)
+static void unit(sp_rng_t *r, double *x, int n)
 {
 	double s;
 	do {
 		s = 0;
 		for (int e = 0; e < n; e++) {
-			x[e] = gaussian(r);
+			x[e] = sp_rng_gaussian(r);
 			s += x[e] * x[e];
 		}
 	} while (s < 1e-20);
@@ -91,7 +52,7 @@ static void unit(rng_t *r, double *x, int n)
 		x[e] /= s;
 }
 
-static void rotation(rng_t *r, double *Q)
+static void rotation(sp_rng_t *r, double *Q)
 {
 	double q[4];
 	unit(r, q, 4);
@@ -116,7 +77,7 @@ static void mul3(const double *X, const double *Y, double *Z)
 }
 
 /* Rotation of angle th about a uniform axis (Rodrigues' formula). */
-static void axis_angle(rng_t *r, double th, double *Q)
+static void axis_angle(sp_rng_t *r, double th, double *Q)
 {
 	double u[3], c = cos(th), s = sin(th);
 	unit(r, u, 3);
@@ -195,10 +156,8 @@ int main(int argc, char **argv)
 
 	int64_t N = (int64_t)nd, P = jsync_npairs(N);
 	int outer = strcmp(kind, "outer") == 0;
-	uint64_t sm = (uint64_t)seedd;
-	rng_t r;
-	for (int e = 0; e < 4; e++)
-		r.s[e] = splitmix64(&sm);
+	sp_rng_t r;
+	sp_rng_seed(&r, (uint64_t)seedd, 0);
 	double *X = malloc((size_t)N * 9 * sizeof *X);
 	double *R = malloc((size_t)P * 9 * sizeof *R);
 	double *truth = malloc((size_t)P * sizeof *truth);
@@ -229,11 +188,11 @@ int main(int argc, char **argv)
 					M[3 * a + c] = s;
 				}
 			if (noise > 0) {
-				axis_angle(&r, noise * gaussian(&r), Q);
+				axis_angle(&r, noise * sp_rng_gaussian(&r), Q);
 				mul3(Q, M, T);
 				memcpy(M, T, sizeof T);
 			}
-			if (outliers > 0 && uniform(&r) < outliers) {
+			if (outliers > 0 && sp_rng_uniform(&r) < outliers) {
 				if (outer) {
 					double u[3], w[3];
 					unit(&r, u, 3);
@@ -245,7 +204,7 @@ int main(int argc, char **argv)
 				}
 			}
 			truth[p] = 1;
-			if (uniform(&r) < 0.5) {
+			if (sp_rng_uniform(&r) < 0.5) {
 				/* J M J negates entries 2, 5, 6, 7. */
 				M[2] = -M[2];
 				M[5] = -M[5];

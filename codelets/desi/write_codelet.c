@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../src/fsutil.h"
 #include "../../src/stage.h"
 #include "desi_glue.h"
 
@@ -19,32 +20,6 @@ typedef struct desi_write_val {
 	struct desi_write_arg arg;
 	struct starpu_task *task; /* not detached: waited for before freeing arg */
 } desi_write_val_t;
-
-/* Creates the folder that will hold path. */
-static int make_parent(const char *path, sp_err_t *err)
-{
-	char *copy = strdup(path);
-	if (copy == NULL)
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	char *dir = dirname(copy);
-	int ret = 0;
-	for (char *p = dir + 1;; p++) {
-		char c = *p;
-		if (c != '/' && c != '\0')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-			ret = sp_seterr(err, SP_EIO, "%s: cannot create folder '%s': %s", path, dir,
-					strerror(errno));
-			break;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
-	free(copy);
-	return ret;
-}
 
 static void write_cpu(void *buffers[], void *cl_arg)
 {
@@ -79,7 +54,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
 			    .mask = mask, .resolution = res, .chi2pix = chi2,
 			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path };
-	if (make_parent(a->path, &err) != 0 ||
+	if (sp_make_parent(a->path, &err) != 0 ||
 	    desi_frame_write(a->path, &fr, a->fr->image_path, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
 out:

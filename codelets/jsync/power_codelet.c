@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../src/npy.h"
+#include "../../src/rng.h"
 #include "../../src/stage.h"
 #include "jsync_glue.h"
 
@@ -169,15 +170,6 @@ static void signs_free(sp_value_t *v)
 	free(s);
 }
 
-/* splitmix64: a small, portable, seedable generator for the start vector. */
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static int start_vector(sp_item_t *item, const sp_gstage_t *st, int64_t P, double *v)
 {
 	sp_status_t *status = sp_item_status(item);
@@ -200,7 +192,7 @@ static int start_vector(sp_item_t *item, const sp_gstage_t *st, int64_t P, doubl
 	} else {
 		uint64_t s = (uint64_t)sp_param_int(sp_gstage_param(st, "seed")->text);
 		for (int64_t p = 0; p < P; p++)
-			v[p] = (double)(splitmix64(&s) >> 11) * 0x1.0p-53;
+			v[p] = (double)(sp_splitmix64(&s) >> 11) * 0x1.0p-53;
 	}
 	free(path);
 	return ret;

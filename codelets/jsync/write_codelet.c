@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/npy.h"
+#include "../../src/fsutil.h"
 #include "../../src/stage.h"
 #include "jsync_glue.h"
 
@@ -23,32 +24,6 @@ typedef struct jsync_write_val {
 	struct starpu_task *task; /* not detached: freed by starpu_task_wait */
 } jsync_write_val_t;
 
-/* Creates the folder that will hold path (mkdir -p of its dirname). */
-static int make_parent(const char *path, sp_err_t *err)
-{
-	char *copy = strdup(path);
-	if (copy == NULL)
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	char *dir = dirname(copy);
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-			goto fail;
-		*p = '/';
-	}
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-		goto fail;
-	free(copy);
-	return 0;
-fail:;
-	int e = errno;
-	int r = sp_seterr(err, SP_EIO, "%s: cannot create folder '%s': %s", path, dir, strerror(e));
-	free(copy);
-	return r;
-}
-
 static void write_cpu(void *buffers[], void *cl_arg)
 {
 	struct jsync_write_arg *a = cl_arg;
@@ -59,7 +34,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 
 	if (sp_status_failed(a->ctx->status))
 		return;
-	if (make_parent(a->signs_path, &err) != 0 ||
+	if (sp_make_parent(a->signs_path, &err) != 0 ||
 	    sp_npy_write_f8(a->signs_path, s, 1, shape, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
 		return;
@@ -82,7 +57,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 			out[9 * p + 7] = -out[9 * p + 7];
 		}
 	}
-	if (make_parent(a->synced_path, &err) != 0 ||
+	if (sp_make_parent(a->synced_path, &err) != 0 ||
 	    sp_npy_write_f8(a->synced_path, out, 3, shape, &err) != 0) {
 		/* Both files or neither. */
 		unlink(a->signs_path);
