@@ -19,6 +19,9 @@
 #include <starpu.h>
 
 #include "fsutil.h"
+#ifdef SP_HAVE_CUDA
+#include "cuda_handles.h"
+#endif
 #include "json.h"
 
 /*
@@ -151,6 +154,12 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 	}
 
+#ifdef SP_HAVE_CUDA
+	if ((ret = sp_cuda_handles_init(err)) != 0) {
+		starpu_shutdown();
+		return ret;
+	}
+#endif
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	rt.up = 1;
 	rt.t0 = now_s();
@@ -288,6 +297,9 @@ void sp_runtime_shutdown(void)
 		return;
 	starpu_task_wait_for_all();
 	stop_progress();
+#ifdef SP_HAVE_CUDA
+	sp_cuda_handles_shutdown();
+#endif
 	starpu_shutdown();
 	rt.up = 0;
 	free(rt.rec);

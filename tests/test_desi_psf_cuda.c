@@ -1,16 +1,9 @@
 /* Unit tests of the DESI GaussHermite CUDA spot kernel against its CPU twin. */
 #define _POSIX_C_SOURCE 200809L
 
-#ifndef SP_HAVE_CUDA
-#include <stdio.h>
+#include "cudatest.h"
 
-/* A build without CUDA has no kernels to compare: report a skip. */
-int main(void)
-{
-	puts("1..0 # SKIP starpipe was built without CUDA (configure --enable-cuda)");
-	return 0;
-}
-#else
+#ifdef SP_HAVE_CUDA
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,28 +25,6 @@ int main(void)
  * as a TAP comment.
  */
 
-#define CK(call)                                                              \
-	do {                                                                  \
-		cudaError_t e_ = (call);                                      \
-		if (e_ != cudaSuccess)                                        \
-			print_message("# %s:%d: %s: %s\n", __func__, __LINE__, \
-				      #call, cudaGetErrorString(e_));         \
-		assert_int_equal(e_, cudaSuccess);                            \
-	} while (0)
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	assert_non_null(p);
-	return p;
-}
-
-static void *dmalloc(size_t n)
-{
-	void *p = NULL;
-	CK(cudaMalloc(&p, n > 0 ? n : 1));
-	return p;
-}
 
 static const char *shared_dir(void)
 {
@@ -192,11 +163,7 @@ static void test_shapes(void **state)
 
 int main(void)
 {
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		puts("1..0 # SKIP no CUDA device");
-		return 0;
-	}
+	cuda_skip_without_device();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_real_51060),
 		cmocka_unit_test(test_real_67784),

@@ -1,16 +1,9 @@
 /* Unit tests of the J-synchronization CUDA kernels against their CPU twins. */
 #define _POSIX_C_SOURCE 200809L
 
-#ifndef SP_HAVE_CUDA
-#include <stdio.h>
+#include "cudatest.h"
 
-/* A build without CUDA has no kernels to compare: report a skip. */
-int main(void)
-{
-	puts("1..0 # SKIP starpipe was built without CUDA (configure --enable-cuda)");
-	return 0;
-}
-#else
+#ifdef SP_HAVE_CUDA
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,28 +26,6 @@ int main(void)
  * the two wq are printed.
  */
 
-#define CK(call)                                                              \
-	do {                                                                  \
-		cudaError_t e_ = (call);                                      \
-		if (e_ != cudaSuccess)                                        \
-			print_message("# %s:%d: %s: %s\n", __func__, __LINE__, \
-				      #call, cudaGetErrorString(e_));         \
-		assert_int_equal(e_, cudaSuccess);                            \
-	} while (0)
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	assert_non_null(p);
-	return p;
-}
-
-static void *dmalloc(size_t n)
-{
-	void *p = NULL;
-	CK(cudaMalloc(&p, n > 0 ? n : 1));
-	return p;
-}
 
 /* Compares two wq vectors; prints the differences and norms first. */
 static void check_w(const char *what, int64_t N, size_t split,
@@ -208,11 +179,7 @@ static void test_random_257(void **state)
 
 int main(void)
 {
-	int n = 0;
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		printf("1..0 # SKIP no CUDA device\n");
-		return 0;
-	}
+	cuda_skip_without_device();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_golden),
 		cmocka_unit_test(test_random_100),

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct CUstream_st;
+
 typedef struct desi_patch {
 	int nfib, nwave;  /* unknowns n = nfib * nwave, fibre-major */
 	int sy, sx;       /* spot size (11, 17) */
@@ -66,5 +68,51 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 
 /* Doubles of scratch space the kernels above need for patch p. */
 size_t desi_extract_work_size(const desi_patch_t *p);
+
+/* ---- A subbundle at once: every patch along the wavelength axis ----
+ *
+ * The patches of one subbundle share nfib, nwave, the spot size, the core
+ * fibres and the parameters (the common desi_patch_t; its window and
+ * core_nw fields are ignored) and differ in their window and wavelength
+ * offset, given per patch.  Their spots are read in place from the
+ * bundle's arrays: patch i's fibre f, padded wavelength w is bundle spot
+ * [fib0 + f][w0[i] + w].  Results go straight into the subbundle's rows of
+ * the frame buffer, float [core_nf][nfield][nwave_grid], fields in the order
+ * flux, ivar, chi2pix, pixmask_fraction, then the 2 ndiag + 1 resolution
+ * rows; patch i's core lands at grid columns [w0[i], w0[i] + core_nw[i])
+ * (the padded offset of a patch equals its first core grid bin), with
+ * flux / dw and ivar * dw^2 (electron / Angstrom). */
+typedef struct desi_batch {
+	desi_patch_t p;       /* common geometry and parameters */
+	int np;               /* patches */
+	const int *ymin, *ny, *xmin, *nx; /* [np] pixel windows (host memory) */
+	const int *w0, *core_nw;          /* [np] */
+	int fib0;             /* first patch fibre in the bundle's spot arrays */
+	int nfullwave;        /* wavelength extent of the bundle's spot arrays */
+	int npix_y, npix_x;   /* image size */
+	int nwave_grid, nfield;
+	double dw;
+} desi_batch_t;
+
+/* CPU: the patches one after the other with the kernels above.  spots,
+ * xc, yc: the bundle's; img/ivar: the image (float, masked at ivar 0).
+ * Returns 0, -1 when its work buffers cannot be allocated, or the 1-based
+ * index of the first patch whose normal matrix is not positive definite
+ * (its rows are left at 0, the others are done). */
+int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			   const int32_t *yc, const float *img, const float *ivar, float *rows);
+
+/* CUDA twin: device pointers, batched over the patches (batched Cholesky),
+ * asynchronous on stream; scratch: desi_extract_batch_cuda_scratch() bytes
+ * of device memory; blas and solver: the worker's cublasHandle_t and
+ * cusolverDnHandle_t, already bound to stream (the call sets cuBLAS's
+ * host pointer mode).  Returns 0, SP_EINVAL for a geometry the kernels do
+ * not support (nwave above the in-block eigensolver's limit, ~110), or
+ * SP_ECUDA (launch or library errors); numerical failures are reported
+ * per patch in the output as all-zero rows, as on the CPU. */
+size_t desi_extract_batch_cuda_scratch(const desi_batch_t *b);
+int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			    const int32_t *yc, const float *img, const float *ivar, float *rows,
+			    void *scratch, void *blas, void *solver, struct CUstream_st *stream);
 
 #endif /* SP_DESI_EXTRACT_H */

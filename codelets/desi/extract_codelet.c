@@ -6,6 +6,9 @@
 #include "../../src/stage.h"
 #include "desi_glue.h"
 #include "extract.h"
+#ifdef SP_HAVE_CUDA
+#include "../../src/cuda_handles.h"
+#endif
 
 /*
  * DESIGN: per bundle, the driver evaluates the Legendre sums of every
@@ -25,14 +28,14 @@ struct desi_bundle {
 	starpu_data_handle_t hparams, hspots, hxc, hyc;
 };
 
+/* A subbundle task: its patches' geometry, computed by the driver from the
+ * spot corners (known from the trace before the spots exist). */
 struct desi_sub_arg {
 	sp_taskctx_t *ctx;
-	const desi_plan_t *plan;
-	const desi_psf_t *psf;
 	struct desi_bundle *bundle;
-	int k; /* subbundle within the bundle */
-	int npix_y, npix_x;
-	double regularize, psferr;
+	int k;               /* subbundle within the bundle */
+	desi_batch_t batch;  /* points into geom */
+	int *geom;           /* [6][npatch]: ymin, ny, xmin, nx, w0, core_nw */
 };
 
 struct desi_spots_arg {
@@ -88,128 +91,57 @@ static struct starpu_codelet spots_cl = {
 static void subbundle_cpu(void *buffers[], void *cl_arg)
 {
 	const struct desi_sub_arg *a = cl_arg;
-	const desi_plan_t *pl = a->plan;
-	const double *spots = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	const int32_t *xcb = (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
-	const int32_t *ycb = (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]);
-	const float *img = (const float *)STARPU_VECTOR_GET_PTR(buffers[3]);
-	const float *imgivar = (const float *)STARPU_VECTOR_GET_PTR(buffers[4]);
-	float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[5]);
-	int sy = 2 * a->psf->hsizey + 1, sx = 2 * a->psf->hsizex + 1, ss = sy * sx;
-	int nfw = pl->nfullwave, nwp = pl->nwavestep + 2 * pl->wavepad;
-	int c0, nc, f0, nf;
-
 	if (sp_status_failed(a->ctx->status))
 		return;
-	desi_plan_subbundle(pl, a->bundle->ns, a->k, &c0, &nc, &f0, &nf);
-
-	desi_patch_t p = { .nfib = nf, .nwave = nwp, .sy = sy, .sx = sx, .core_f0 = c0 - f0,
-			   .core_nf = nc, .core_w0 = pl->wavepad, .ndiag = DESI_NDIAG,
-			   .regularize = a->regularize, .psferr = a->psferr };
-	int n = nf * nwp;
-	double *pspots = malloc((size_t)n * ss * sizeof *pspots);
-	int32_t *pxc = malloc((size_t)n * sizeof *pxc), *pyc = malloc((size_t)n * sizeof *pyc);
-	double *icov = malloc((size_t)n * n * sizeof *icov);
-	double *vecs = malloc((size_t)n * 4 * sizeof *vecs);
-	size_t ncore = (size_t)nc * pl->nwavestep;
-	double *core = malloc(ncore * (4 + 2 * DESI_NDIAG + 1) * sizeof *core);
-	double *pix = NULL, *ivar = NULL, *work = NULL;
-	size_t cap_pix = 0, cap_work = 0;
-
-	if (!pspots || !pxc || !pyc || !icov || !vecs || !core) {
-		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory in bundle %d", __func__,
-			      a->bundle->b);
-		goto out;
-	}
-	for (int pw = 0; pw < pl->npatch_wave && !sp_status_failed(a->ctx->status); pw++) {
-		int iw = pw * pl->nwavestep; /* first padded bin of the patch = first core grid bin */
-		int cnw = pl->nwave - iw < pl->nwavestep ? pl->nwave - iw : pl->nwavestep;
-		/* Gather the patch's spots [nf][nwp][sy][sx] from the bundle's. */
-		for (int f = 0; f < nf; f++) {
-			size_t src = ((size_t)(f0 + f) * nfw + iw);
-			memcpy(pspots + (size_t)f * nwp * ss, spots + src * ss, (size_t)nwp * ss * sizeof *spots);
-			memcpy(pxc + f * nwp, xcb + src, (size_t)nwp * sizeof *pxc);
-			memcpy(pyc + f * nwp, ycb + src, (size_t)nwp * sizeof *pyc);
-		}
-		p.core_nw = cnw;
-		desi_plan_window(pl, pxc, pyc, nf, nwp, pl->wavepad, cnw, sy, sx, a->npix_y, a->npix_x,
-				 &p.ymin, &p.ny, &p.xmin, &p.nx);
-		size_t npix = (size_t)p.ny * p.nx;
-		size_t nwork = desi_extract_work_size(&p);
-		if (npix > cap_pix) {
-			free(pix);
-			free(ivar);
-			pix = malloc((npix ? npix : 1) * sizeof *pix);
-			ivar = malloc((npix ? npix : 1) * sizeof *ivar);
-			cap_pix = npix;
-		}
-		if (nwork > cap_work) {
-			free(work);
-			work = malloc(nwork * sizeof *work);
-			cap_work = nwork;
-		}
-		if (!pix || !ivar || !work) {
-			sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
-			break;
-		}
-		for (int r = 0; r < p.ny; r++)
-			for (int c = 0; c < p.nx; c++) {
-				size_t s = (size_t)(p.ymin + r) * a->npix_x + (size_t)(p.xmin + c);
-				float v = img[s], w = imgivar[s];
-				/* Non-finite pixels are masked (the reader zeroed their ivar). */
-				pix[(size_t)r * p.nx + c] = (w > 0 && isfinite(v)) ? v : 0.0;
-				ivar[(size_t)r * p.nx + c] = (w > 0 && isfinite(v)) ? w : 0.0;
-			}
-		double *y = vecs, *fw = vecs + n, *x = vecs + 2 * (size_t)n;
-		double *flux = core, *fivar = core + ncore, *chi2 = core + 2 * ncore,
-		       *pmask = core + 3 * ncore, *rd = core + 4 * ncore;
-		/* The kernels index core arrays with core_nw = cnw as the row length. */
-		desi_extract_normal_cpu(&p, pspots, pxc, pyc, pix, ivar, icov, y, fw);
-		int info = desi_extract_solve_cpu(&p, icov, y, x, work);
-		if (info == 0)
-			info = desi_decorrelate_cpu(&p, icov, x, flux, fivar, rd, NULL, work);
-		if (info != 0) {
-			sp_status_set(a->ctx->status, SP_EINVAL,
-				      "bundle %d subbundle %d wavelengths %d..%d: the patch's normal matrix "
-				      "is not positive definite (LAPACK info %d)",
-				      a->bundle->b, a->k, iw, iw + cnw - 1, info);
-			break;
-		}
-		desi_extract_chi2_cpu(&p, pspots, pxc, pyc, pix, ivar, x, chi2, pmask, work);
-		/* Copy the core into the frame rows, per unit wavelength. */
-		double dw = pl->dw;
-		for (int f = 0; f < nc; f++) {
-			float *row = out + (size_t)f * DESI_NFIELD * pl->nwave;
-			for (int w = 0; w < cnw; w++) {
-				size_t i = (size_t)f * cnw + w;
-				row[DESI_F_FLUX * pl->nwave + iw + w] = (float)(flux[i] / dw);
-				row[DESI_F_IVAR * pl->nwave + iw + w] = (float)(fivar[i] * dw * dw);
-				row[DESI_F_CHI2PIX * pl->nwave + iw + w] = (float)chi2[i];
-				row[DESI_F_PIXMASK * pl->nwave + iw + w] = (float)pmask[i];
-				for (int d = 0; d < 2 * DESI_NDIAG + 1; d++)
-					row[(DESI_F_RES0 + d) * pl->nwave + iw + w] =
-						(float)rd[((size_t)f * (2 * DESI_NDIAG + 1) + d) * cnw + w];
-			}
-		}
-	}
-out:
-	free(pspots);
-	free(pxc);
-	free(pyc);
-	free(icov);
-	free(vecs);
-	free(core);
-	free(pix);
-	free(ivar);
-	free(work);
+	int bad = desi_extract_batch_cpu(&a->batch, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+					 (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+					 (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
+					 (const float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+					 (const float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+					 (float *)STARPU_VECTOR_GET_PTR(buffers[5]));
+	if (bad < 0)
+		sp_status_set(a->ctx->status, SP_ENOMEM, "bundle %d subbundle %d: out of memory",
+			      a->bundle->b, a->k);
+	else if (bad > 0)
+		sp_status_set(a->ctx->status, SP_EINVAL,
+			      "bundle %d subbundle %d, wavelengths from grid bin %d: the patch's normal "
+			      "matrix is not positive definite",
+			      a->bundle->b, a->k, a->batch.w0[bad - 1]);
 }
+
+#ifdef SP_HAVE_CUDA
+static void subbundle_cuda(void *buffers[], void *cl_arg)
+{
+	const struct desi_sub_arg *a = cl_arg;
+	struct CUstream_st *stream = (struct CUstream_st *)starpu_cuda_get_local_stream();
+	void *blas, *solver, *scratch = NULL;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	sp_cuda_handles(&blas, &solver);
+	size_t bytes = desi_extract_batch_cuda_scratch(&a->batch);
+	/* Stream-ordered allocation: asynchronous, served from the pool. */
+	if (sp_cuda_malloc_async(&scratch, bytes, stream) != 0) {
+		sp_status_set(a->ctx->status, SP_ECUDA, "bundle %d subbundle %d: cannot allocate %zu "
+			      "bytes of GPU scratch", a->bundle->b, a->k, bytes);
+		return;
+	}
+	if (desi_extract_batch_cuda(&a->batch, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				    (const float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				    (const float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+				    (float *)STARPU_VECTOR_GET_PTR(buffers[5]), scratch, blas, solver,
+				    stream) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "bundle %d subbundle %d: %s failed", a->bundle->b,
+			      a->k, "desi_extract_batch_cuda");
+	sp_cuda_free_async(scratch, stream);
+}
+#endif
 
 static uint32_t sub_footprint(struct starpu_task *task)
 {
 	const struct desi_sub_arg *a = task->cl_arg;
-	int c0, nc, f0, nf;
-	desi_plan_subbundle(a->plan, a->bundle->ns, a->k, &c0, &nc, &f0, &nf);
-	return (uint32_t)(nf * 1000 + a->plan->npatch_wave);
+	return (uint32_t)(a->batch.p.nfib * 1000 + a->batch.np);
 }
 
 static struct starpu_perfmodel sub_model = {
@@ -221,6 +153,10 @@ static struct starpu_perfmodel sub_model = {
 static struct starpu_codelet sub_cl = {
 	.cpu_funcs = { subbundle_cpu },
 	.cpu_funcs_name = { "desi_extract_cpu" },
+#ifdef SP_HAVE_CUDA
+	.cuda_funcs = { subbundle_cuda },
+	.cuda_flags = { STARPU_CUDA_ASYNC },
+#endif
 	.nbuffers = 6,
 	.modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
 	.model = &sub_model,
@@ -262,9 +198,17 @@ static void frame_free(sp_value_t *v)
 	starpu_free(s->fr.buf);
 	free(s->fr.wave);
 	free(s->bundles);
+	for (int i = 0; s->subs != NULL && i < s->nsubs; i++)
+		free(s->subs[i].geom);
 	free(s->subs);
 	free(s->spot_args);
 	free(s);
+}
+
+/* Most fibres in a patch: a subbundle and a neighbour each side. */
+static int nf_max(const desi_plan_t *pl)
+{
+	return (pl->bundlesize + pl->nsubbundles - 1) / pl->nsubbundles + 2;
 }
 
 /* Spots of bundles still registered at once: enough to keep every worker
@@ -273,6 +217,52 @@ static int spots_window(void)
 {
 	int w = (int)sp_item_nworkers() / 5 + 2;
 	return w;
+}
+
+/* The geometry of a subbundle's patches, from the corners of its spots,
+ * computed from the trace positions in the bundle's spot parameters. */
+static int plan_subbundle(struct desi_sub_arg *sa, const desi_plan_t *pl, const desi_psf_t *psf,
+			  const struct desi_bundle *bu, int np, int npix_y, int npix_x,
+			  double regularize, double psferr)
+{
+	int c0, nc, f0, nf;
+	int sy = 2 * psf->hsizey + 1, sx = 2 * psf->hsizex + 1;
+	int nwp = pl->nwavestep + 2 * pl->wavepad, npw = pl->npatch_wave;
+	int32_t *xc = malloc((size_t)nf_max(pl) * nwp * sizeof *xc);
+	int32_t *yc = malloc((size_t)nf_max(pl) * nwp * sizeof *yc);
+
+	sa->geom = malloc(6 * (size_t)npw * sizeof *sa->geom);
+	if (xc == NULL || yc == NULL || sa->geom == NULL) {
+		free(xc);
+		free(yc);
+		return -1;
+	}
+	desi_plan_subbundle(pl, bu->ns, sa->k, &c0, &nc, &f0, &nf);
+	int *ymin = sa->geom, *ny = ymin + npw, *xmin = ny + npw, *nx = xmin + npw, *w0 = nx + npw,
+	    *cnw = w0 + npw;
+	for (int pw = 0; pw < npw; pw++) {
+		w0[pw] = pw * pl->nwavestep;
+		cnw[pw] = pl->nwave - w0[pw] < pl->nwavestep ? pl->nwave - w0[pw] : pl->nwavestep;
+		for (int f = 0; f < nf; f++)
+			for (int w = 0; w < nwp; w++) {
+				const double *q = bu->params + ((size_t)(f0 + f) * pl->nfullwave + w0[pw] + w) * np;
+				xc[f * nwp + w] = desi_spot_corner(q[0], psf->hsizex);
+				yc[f * nwp + w] = desi_spot_corner(q[1], psf->hsizey);
+			}
+		desi_plan_window(pl, xc, yc, nf, nwp, pl->wavepad, cnw[pw], sy, sx, npix_y, npix_x,
+				 &ymin[pw], &ny[pw], &xmin[pw], &nx[pw]);
+	}
+	free(xc);
+	free(yc);
+	sa->batch = (desi_batch_t){
+		.p = { .nfib = nf, .nwave = nwp, .sy = sy, .sx = sx, .core_f0 = c0 - f0, .core_nf = nc,
+		       .core_w0 = pl->wavepad, .core_nw = pl->nwavestep, .ndiag = DESI_NDIAG,
+		       .regularize = regularize, .psferr = psferr },
+		.np = npw, .ymin = ymin, .ny = ny, .xmin = xmin, .nx = nx, .w0 = w0, .core_nw = cnw,
+		.fib0 = f0, .nfullwave = pl->nfullwave, .npix_y = npix_y, .npix_x = npix_x,
+		.nwave_grid = pl->nwave, .nfield = DESI_NFIELD, .dw = pl->dw,
+	};
+	return 0;
 }
 
 static int extract_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -390,14 +380,18 @@ static int extract_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 					 sizeof s->spot_args[b], SP_TASK_ARGS(sctx), 0);
 		int nk = pl->nsubbundles < bu->ns ? pl->nsubbundles : bu->ns;
 		for (int k = 0; k < nk && ret == 0; k++, isub++) {
-			s->subs[isub] = (struct desi_sub_arg){ ectx, pl, psf, bu, k, iv->img.ny, iv->img.nx,
-							       regularize, psferr };
+			struct desi_sub_arg *sa = &s->subs[isub];
+			*sa = (struct desi_sub_arg){ .ctx = ectx, .bundle = bu, .k = k };
+			if (plan_subbundle(sa, pl, psf, bu, np, iv->img.ny, iv->img.nx, regularize,
+					   psferr) != 0) {
+				ret = SP_ENOMEM;
+				break;
+			}
 			sp_taskctx_submitting(ectx);
 			ret = starpu_task_insert(&sub_cl, STARPU_R, bu->hspots, STARPU_R, bu->hxc, STARPU_R,
 						 bu->hyc, STARPU_R, iv->pix, STARPU_R, iv->ivar, STARPU_W,
 						 starpu_data_get_sub_data(s->fr.h, 1, isub),
-						 STARPU_CL_ARGS_NFREE, &s->subs[isub], sizeof s->subs[isub],
-						 SP_TASK_ARGS(ectx), 0);
+						 STARPU_CL_ARGS_NFREE, sa, sizeof *sa, SP_TASK_ARGS(ectx), 0);
 		}
 	}
 	free(fullwave);
@@ -438,14 +432,17 @@ static const sp_port_spec_t extract_outputs[] = {
 
 const sp_stage_kind_t sp_desi_extract_kind = {
 	.name = "desi.extract",
-	.help = "Spectro-perfectionism extraction: spots (CPU or CUDA), patches and decorrelation (CPU), stitching",
+	.help = "Spectro-perfectionism extraction: spots, patches, decorrelation, stitching",
 	.params = extract_params,
 	.nparams = sizeof extract_params / sizeof extract_params[0],
 	.inputs = extract_inputs,
 	.ninputs = 2,
 	.outputs = extract_outputs,
 	.noutputs = 1,
-	/* CPU only until the patch kernels have a CUDA twin (the spots have one). */
+#ifdef SP_HAVE_CUDA
+	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
+#else
 	.impl = SP_IMPL_CPU,
+#endif
 	.run = extract_run,
 };

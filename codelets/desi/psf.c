@@ -474,13 +474,6 @@ void desi_psf_free(desi_psf_t **psf)
 #define MAXN (2 * DESI_PSF_MAX_HSIZE + 1)
 #define MAXD (DESI_PSF_MAX_GHDEG + 1)
 
-/* Corner of a spot: floor(c - hsize + 0.5) as int32, INT32_MIN when that is
- * not an int32 (a non-finite or absurd position: no UB in the cast). */
-static int32_t corner(double c, int hsize)
-{
-	double v = floor(c - (double)hsize + 0.5);
-	return v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : INT32_MIN;
-}
 
 /* Pixel-integrated Gauss-Hermite terms along one axis: g[m][p] for
  * m = 0..deg, p = 0..n-1, centre c, width sigma. */
@@ -611,8 +604,8 @@ void desi_spots_cpu(const double *params, size_t n, desi_spot_shape_t shape, dou
 		const double *p = params + s * (size_t)np;
 		double *spot = spots + s * (size_t)nx * ny;
 
-		xc[s] = corner(p[0], shape.hsizex);
-		yc[s] = corner(p[1], shape.hsizey);
+		xc[s] = desi_spot_corner(p[0], shape.hsizex);
+		yc[s] = desi_spot_corner(p[1], shape.hsizey);
 		pgh(p[0], p[2], nx, dx, gx);
 		pgh(p[1], p[3], ny, dy, gy);
 		if (desi)

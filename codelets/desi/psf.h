@@ -62,6 +62,16 @@ void desi_psf_params(const desi_psf_t *psf, int f0, int nf, const double *waves,
 #define DESI_PSF_MAX_HSIZE 32
 #define DESI_PSF_MAX_GHDEG 15
 
+/* Corner of a spot centred at c (X or Y) with half-size hsize:
+ * floor(c - hsize + 0.5) as int32, INT32_MIN when that is not an int32 (a
+ * non-finite or absurd position: no UB in the cast).  Shared by the spot
+ * kernels and the planners that need corners before the spots exist. */
+static inline int32_t desi_spot_corner(double c, int hsize)
+{
+	double v = __builtin_floor(c - (double)hsize + 0.5);
+	return v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : INT32_MIN;
+}
+
 /* Shape of the spots: everything the spot kernels need besides params. */
 typedef struct desi_spot_shape {
 	int hsizex, hsizey, ghdegx, ghdegy;

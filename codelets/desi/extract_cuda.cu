@@ -1,0 +1,680 @@
+/* DESI subbundle extraction on CUDA: the twin of desi_extract_batch_cpu() in extract_batch.c. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <float.h>
+#include <stdint.h>
+
+extern "C" {
+#include "extract.h"
+#include "../../src/error.h"
+}
+
+/*
+ * DESIGN.  The patches of a subbundle go through the GPU together, in
+ * chunks of at most CHUNK = 64 (47 to 58 patches per subbundle with DESI's
+ * grids: one chunk), all asynchronous on the caller's stream; no
+ * allocation, no host <-> device copy, no synchronisation.
+ *
+ * Geometry.  The per-patch windows and offsets travel by value, in the
+ * kernel parameter struct `geom` (2.3 KB: under the 4 KB that every
+ * architecture accepts), so the host arrays of desi_batch_t need no copy.
+ *
+ * Per chunk:
+ *  1. k_window: the windows of the float image as doubles, masked as the
+ *     CPU does (outside the image, non-finite value or ivar, ivar <= 0:
+ *     pix 0, ivar 0).
+ *  2. k_normal: one thread per column pair (j1 <= j2) of the dense n x n
+ *     iCov of each patch: the overlap-only sum of extract_cpu.c over the
+ *     intersection of the two clipped spot rectangles (0 when disjoint), in
+ *     the CPU's order and without FMA (__dmul_rn/__dadd_rn): iCov, y and
+ *     fluxweight are the CPU's bit for bit.  k_regularise adds step 2.
+ *  3. cusolverDnDpotrfBatched (lower) factors every iCov in place;
+ *     cusolverDnDpotrsBatched (nrhs = 1, its only case) turns y into x.
+ *  4. C_bb, the diagonal fibre blocks of iCov^-1, for the core fibres:
+ *     Z = L^-1 E (E: the core columns of the identity, n x core_nf nwave),
+ *     cublasDtrsmBatched, then C_bb = Z_b' Z_b, cublasDgemmStridedBatched
+ *     over every (patch, core fibre).  Dense: ~1e8 flops per patch, which
+ *     a GPU does in well under a millisecond.
+ *  5. k_decorrelate, one block per (patch, core fibre): Q_bb = C_bb^-1/2
+ *     by a cyclic Jacobi eigendecomposition of the m x m block (m = nwave
+ *     = 74) in shared memory (2 m^2 doubles, 88 KB; opt-in above 48 KB),
+ *     parallel ordering (round robin, m/2 disjoint rotations per step),
+ *     rotations while |a_pq| > DBL_EPSILON sqrt(a_pp a_qq), at most 40 sweeps.
+ *     cuSOLVER has no fit: syevjBatched takes n <= 32 only, and syevd or
+ *     syevj one block at a time would be ~250 library calls per
+ *     subbundle.  Then, as block_finish() in extract_cpu.c: Q = W W' with
+ *     W = V diag(ev^-1/4), s = row sums, R = Q / s, flux = R x, ivar = s^2,
+ *     the resolution diagonals.
+ *  6. k_chi2pix (per pixel: model = A x, in the CPU's column order, and
+ *     the chi2 and tivar > 0 maps), k_chi2core (per core column:
+ *     chi2pix, pixmask_fraction).
+ *  7. k_write: the core into the rows as floats, flux / dw, ivar dw^2.
+ * Numerical failures stay on the device: a patch whose potrf info is not
+ * 0, or whose C_bb has an eigenvalue that is not > 0 (NaN included),
+ * gets all-zero rows (ivar 0), as the CPU leaves them.
+ *
+ * Agreement with desi_extract_batch_cpu(): iCov, y, fluxweight identical;
+ * x, C_bb and what follows differ by rounding amplified by iCov's
+ * conditioning (dense Cholesky + dense inverse blocks + Jacobi against
+ * band Cholesky + Takahashi + dsyevd): ~1e-13 relative in double on the
+ * reference patch, expected, like the CPU's fast route against its eigh
+ * route.  The rows are floats, so they agree to float rounding: a
+ * difference of one float ulp where a double lies near a rounding
+ * boundary (the test allows 1e-6 relative to each field's max).
+ *
+ * The handles are used as given (bound to the stream by the caller);
+ * cuBLAS is set to host pointer mode for its scalars.
+ */
+
+#define CHUNK 64 /* DESI_BATCH_MAX: patches per chunk */
+#define THREADS 256
+#define TILE 16
+#define JACOBI_SWEEPS 40
+
+/* Internal linkage for everything but the two entry points: other .cu
+ * files have their own `layout` and kernels. */
+namespace {
+
+struct common {
+	int nfib, m, n, sy, sx, core_f0, core_nf, core_w0, ndiag, nd, nf_out;
+	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield;
+	double regularize, psferr, dw;
+};
+
+struct geom {
+	int np;
+	int ymin[CHUNK], ny[CHUNK], xmin[CHUNK], nx[CHUNK], w0[CHUNK], cnw[CHUNK];
+	long long poff[CHUNK]; /* first pixel of the patch's window in the chunk's buffers */
+};
+
+static_assert(sizeof(common) + sizeof(geom) + 12 * sizeof(void *) < 4000,
+	      "kernel parameters must stay under 4 KB");
+
+/* Scratch layout, in bytes from the start, each region 256-aligned. */
+struct layout {
+	int cap;                  /* patches per chunk */
+	size_t pixcap;            /* window pixels per chunk */
+	size_t pix, ivar, chi2, tpos, icov, x, fw, z, c, core, pa, pz, px, info, info_rs, fail;
+	size_t total;
+};
+
+static size_t take(size_t *at, size_t bytes)
+{
+	size_t o = *at;
+	*at += (bytes + 255) / 256 * 256;
+	return o;
+}
+
+static int npix_of(const desi_batch_t *b, int i)
+{
+	return (b->ny[i] > 0 ? b->ny[i] : 0) * (b->nx[i] > 0 ? b->nx[i] : 0);
+}
+
+static size_t smem_bytes(int m)
+{
+	const int half = (m + 1) / 2;
+	return (2 * (size_t)m * m + 2 * (size_t)m + 2 * (size_t)half) * sizeof(double) +
+	       (2 * (size_t)half + 1) * sizeof(int);
+}
+
+static layout make_layout(const desi_batch_t *b)
+{
+	layout L = {};
+	const size_t m = (size_t)b->p.nwave, n = (size_t)b->p.nfib * m;
+	const size_t k = (size_t)b->p.core_nf * m, nf_out = 4 + 2 * (size_t)b->p.ndiag + 1;
+	L.cap = b->np < CHUNK ? b->np : CHUNK;
+	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
+		size_t s = 0;
+		for (int i = c0; i < b->np && i < c0 + CHUNK; i++)
+			s += (size_t)npix_of(b, i);
+		L.pixcap = s > L.pixcap ? s : L.pixcap;
+	}
+	const size_t P = (size_t)(L.cap > 0 ? L.cap : 1), px = L.pixcap > 0 ? L.pixcap : 1;
+	size_t at = 0;
+	L.pix = take(&at, px * sizeof(double));
+	L.ivar = take(&at, px * sizeof(double));
+	L.chi2 = take(&at, px * sizeof(double));
+	L.tpos = take(&at, px * sizeof(double));
+	L.icov = take(&at, P * n * n * sizeof(double));
+	L.x = take(&at, P * n * sizeof(double));
+	L.fw = take(&at, P * n * sizeof(double));
+	L.z = take(&at, P * n * k * sizeof(double));
+	L.c = take(&at, P * (size_t)b->p.core_nf * m * m * sizeof(double));
+	L.core = take(&at, P * (size_t)b->p.core_nf * nf_out * m * sizeof(double));
+	L.pa = take(&at, P * sizeof(double *));
+	L.pz = take(&at, P * sizeof(double *));
+	L.px = take(&at, P * sizeof(double *));
+	L.info = take(&at, P * sizeof(int));
+	L.info_rs = take(&at, sizeof(int));
+	L.fail = take(&at, P * sizeof(int));
+	L.total = at;
+	return L;
+}
+
+/* ---- kernels ---- */
+
+
+/* Clipped rectangle of column j of patch i, as col_rect() in extract_cpu.c. */
+__device__ static bool col_rect(const common &c, const geom &g, int i, const int32_t *xc,
+				const int32_t *yc, size_t sj, int *y0, int *y1, int *x0, int *x1,
+				int *oy, int *ox)
+{
+	long long ly = (long long)yc[sj] - g.ymin[i], lx = (long long)xc[sj] - g.xmin[i];
+	int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
+	if (ly >= ny || lx >= nx || ly + c.sy <= 0 || lx + c.sx <= 0)
+		return false;
+	*oy = (int)ly;
+	*ox = (int)lx;
+	*y0 = *oy > 0 ? *oy : 0;
+	*x0 = *ox > 0 ? *ox : 0;
+	*y1 = *oy + c.sy < ny ? *oy + c.sy : ny;
+	*x1 = *ox + c.sx < nx ? *ox + c.sx : nx;
+	return *y0 < *y1 && *x0 < *x1;
+}
+
+/* Bundle spot index of column j (fibre-major) of patch i. */
+__device__ static size_t spot_of(const common &c, const geom &g, int i, int j)
+{
+	return (size_t)(c.fib0 + j / c.m) * (size_t)c.nfullwave + (size_t)(g.w0[i] + j % c.m);
+}
+
+__global__ void k_window(common c, geom g, const float *img, const float *ivar, double *wpix,
+			 double *wivar)
+{
+	const int i = blockIdx.y;
+	const int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
+	const long long npix = (long long)ny * nx;
+	for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < npix;
+	     q += (long long)gridDim.x * blockDim.x) {
+		long long yr = g.ymin[i] + q / nx, xr = g.xmin[i] + q % nx;
+		double v = 0.0, w = 0.0;
+		if (yr >= 0 && yr < c.npix_y && xr >= 0 && xr < c.npix_x) {
+			size_t s = (size_t)yr * (size_t)c.npix_x + (size_t)xr;
+			float fv = img[s], fw = ivar[s];
+			if (isfinite(fv) && isfinite(fw) && fw > 0.0f) {
+				v = fv;
+				w = fw;
+			}
+		}
+		wpix[g.poff[i] + q] = v;
+		wivar[g.poff[i] + q] = w;
+	}
+}
+
+__global__ void k_normal(common c, geom g, const double *spots, const int32_t *xc,
+			 const int32_t *yc, const double *wpix, const double *wivar, double *icov,
+			 double *yv, double *fwv)
+{
+	if (blockIdx.x < blockIdx.y)
+		return; /* tile below the diagonal */
+	const int i = blockIdx.z, n = c.n, sx = c.sx;
+	const int j1 = blockIdx.y * TILE + threadIdx.y, j2 = blockIdx.x * TILE + threadIdx.x;
+	if (j1 >= n || j2 >= n || j2 < j1)
+		return;
+	const double *pix = wpix + g.poff[i], *ivar = wivar + g.poff[i];
+	const int nx = g.nx[i];
+	const size_t ss = (size_t)c.sy * sx;
+	double *ic = icov + (size_t)i * n * n;
+	const size_t s1j = spot_of(c, g, i, j1), s2j = spot_of(c, g, i, j2);
+	int a0, a1, b0, b1, oy1, ox1, c0, c1, d0, d1, oy2, ox2;
+	double acc = 0.0;
+
+	bool in1 = col_rect(c, g, i, xc, yc, s1j, &a0, &a1, &b0, &b1, &oy1, &ox1);
+	if (j2 == j1) {
+		double sy_ = 0.0, sw = 0.0;
+		if (in1) {
+			const double *s1 = spots + s1j * ss;
+			for (int r = a0; r < a1; r++)
+				for (int q = b0; q < b1; q++) {
+					double aw = __dmul_rn(s1[(r - oy1) * sx + (q - ox1)],
+							      ivar[r * nx + q]);
+					sw = __dadd_rn(sw, aw);
+					sy_ = __dadd_rn(sy_, __dmul_rn(aw, pix[r * nx + q]));
+				}
+		}
+		yv[(size_t)i * n + j1] = sy_;
+		fwv[(size_t)i * n + j1] = sw;
+	}
+	if (in1 && col_rect(c, g, i, xc, yc, s2j, &c0, &c1, &d0, &d1, &oy2, &ox2)) {
+		int r0 = a0 > c0 ? a0 : c0, r1 = a1 < c1 ? a1 : c1;
+		int q0 = b0 > d0 ? b0 : d0, q1 = b1 < d1 ? b1 : d1;
+		if (r0 < r1 && q0 < q1) {
+			const double *s1 = spots + s1j * ss, *s2 = spots + s2j * ss;
+			for (int r = r0; r < r1; r++) {
+				const double *u = s1 + (r - oy1) * sx - ox1;
+				const double *v = s2 + (r - oy2) * sx - ox2;
+				const double *w = ivar + r * nx;
+				for (int q = q0; q < q1; q++)
+					acc = __dadd_rn(acc, __dmul_rn(__dmul_rn(u[q], w[q]), v[q]));
+			}
+		}
+	}
+	ic[(size_t)j1 * n + j2] = acc;
+	ic[(size_t)j2 * n + j1] = acc;
+}
+
+/* Step 2 per patch (block i); also the pointer arrays and the flags. */
+__global__ void k_regularise(common c, double *icov, const double *fwv, double *x, double *z,
+			     double **pa, double **px, double **pz, int *fail)
+{
+	__shared__ double red[THREADS];
+	const int i = blockIdx.x, n = c.n;
+	const double *fw = fwv + (size_t)i * n;
+	double mx = 0.0;
+	for (int j = threadIdx.x; j < n; j += blockDim.x)
+		if (fw[j] > mx)
+			mx = fw[j];
+	red[threadIdx.x] = mx;
+	__syncthreads();
+	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s && red[threadIdx.x + s] > red[threadIdx.x])
+			red[threadIdx.x] = red[threadIdx.x + s];
+		__syncthreads();
+	}
+	const double minweight = __dmul_rn(1e-4, red[0]);
+	double *ic = icov + (size_t)i * n * n;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		double a = fw[j] < minweight ? __dsub_rn(minweight, fw[j]) : c.regularize;
+		ic[(size_t)j * n + j] = __dadd_rn(ic[(size_t)j * n + j], __dadd_rn(__dmul_rn(a, a), 1e-15));
+	}
+	if (threadIdx.x == 0) {
+		pa[i] = ic;
+		px[i] = x + (size_t)i * n;
+		pz[i] = z + (size_t)i * n * ((size_t)c.core_nf * c.m);
+		fail[i] = 0;
+	}
+}
+
+/* Z = the core columns of the identity, column-major n x core_nf m per patch. */
+__global__ void k_eye(common c, int np, double *z)
+{
+	const size_t n = (size_t)c.n, k = (size_t)c.core_nf * c.m, tot = (size_t)np * n * k;
+	const size_t first = (size_t)c.core_f0 * c.m;
+	for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot;
+	     e += (size_t)gridDim.x * blockDim.x) {
+		size_t row = e % n, col = (e / n) % k;
+		z[e] = row == first + col ? 1.0 : 0.0;
+	}
+}
+
+/* Steps 4-6 for block (patch i, core fibre fc): Q = C_bb^-1/2 by Jacobi. */
+__global__ void k_decorrelate(common c, geom g, const double *cbb, const double *xv, double *core,
+			      int *fail)
+{
+	extern __shared__ double sh[];
+	const int m = c.m, half = (m + 1) / 2, mm = 2 * half; /* mm even: index m is a dummy when m is odd */
+	const int i = blockIdx.x / c.core_nf, fc = blockIdx.x % c.core_nf, f = c.core_f0 + fc;
+	double *A = sh, *V = A + (size_t)m * m, *ev = V + (size_t)m * m, *s = ev + m;
+	double *cs = s + m, *sn = cs + half;
+	int *pp = (int *)(sn + half), *pq = pp + half, *flag = pq + half;
+	const double *src = cbb + (size_t)blockIdx.x * m * m;
+	const int tid = threadIdx.x, nt = blockDim.x;
+
+	for (int e = tid; e < m * m; e += nt) {
+		A[e] = src[e]; /* symmetric: column-major = row-major */
+		V[e] = e / m == e % m ? 1.0 : 0.0;
+	}
+	__syncthreads();
+	for (int sweep = 0; sweep < JACOBI_SWEEPS; sweep++) {
+		if (tid == 0)
+			*flag = 0;
+		__syncthreads();
+		for (int r = 0; r < mm - 1; r++) {
+			for (int k = tid; k < half; k += nt) {
+				int p, q;
+				if (k == 0) {
+					p = mm - 1;
+					q = r;
+				} else {
+					p = (r + k) % (mm - 1);
+					q = (r - k + mm - 1) % (mm - 1);
+				}
+				if (p > q) {
+					int t = p;
+					p = q;
+					q = t;
+				}
+				double cc = 1.0, ss = 0.0;
+				if (q < m) {
+					double apq = A[p * m + q], app = A[p * m + p], aqq = A[q * m + q];
+					if (fabs(apq) > 1e-300 &&
+					    fabs(apq) > DBL_EPSILON * sqrt(fabs(app)) * sqrt(fabs(aqq))) {
+						double tau = (aqq - app) / (2.0 * apq);
+						double t = 1.0 / (fabs(tau) + hypot(1.0, tau));
+						if (tau < 0.0)
+							t = -t;
+						cc = 1.0 / sqrt(1.0 + t * t);
+						ss = t * cc;
+						*flag = 1;
+					}
+				} else {
+					q = p; /* a dummy pair: no rotation */
+				}
+				pp[k] = p;
+				pq[k] = q;
+				cs[k] = cc;
+				sn[k] = ss;
+			}
+			__syncthreads();
+			/* A <- J' A (rows p, q), then A <- A J and V <- V J (columns). */
+			for (int e = tid; e < half * m; e += nt) {
+				int k = e / m, col = e % m, p = pp[k], q = pq[k];
+				if (sn[k] == 0.0)
+					continue;
+				double ap = A[p * m + col], aq = A[q * m + col];
+				A[p * m + col] = cs[k] * ap - sn[k] * aq;
+				A[q * m + col] = sn[k] * ap + cs[k] * aq;
+			}
+			__syncthreads();
+			for (int e = tid; e < half * m; e += nt) {
+				int k = e / m, row = e % m, p = pp[k], q = pq[k];
+				if (sn[k] == 0.0)
+					continue;
+				double ap = A[row * m + p], aq = A[row * m + q];
+				A[row * m + p] = cs[k] * ap - sn[k] * aq;
+				A[row * m + q] = sn[k] * ap + cs[k] * aq;
+				double vp = V[row * m + p], vq = V[row * m + q];
+				V[row * m + p] = cs[k] * vp - sn[k] * vq;
+				V[row * m + q] = sn[k] * vp + cs[k] * vq;
+			}
+			__syncthreads();
+			for (int k = tid; k < half; k += nt)
+				if (sn[k] != 0.0) {
+					A[pp[k] * m + pq[k]] = 0.0;
+					A[pq[k] * m + pp[k]] = 0.0;
+				}
+			__syncthreads();
+		}
+		if (*flag == 0)
+			break;
+		__syncthreads(); /* everyone has read the flag before it is reset */
+	}
+	for (int k = tid; k < m; k += nt)
+		ev[k] = A[k * m + k];
+	if (tid == 0)
+		*flag = 0;
+	__syncthreads();
+	for (int k = tid; k < m; k += nt)
+		if (!(ev[k] > 0.0))
+			*flag = 1;
+	__syncthreads();
+	if (*flag) { /* C_bb not positive definite (or NaN): the patch fails */
+		if (tid == 0)
+			fail[i] = 1;
+		return;
+	}
+	/* W = V diag(ev^-1/4) (in V), Q = W W' (in A). */
+	for (int e = tid; e < m * m; e += nt)
+		V[e] *= 1.0 / sqrt(sqrt(ev[e % m]));
+	__syncthreads();
+	for (int e = tid; e < m * m; e += nt) {
+		int r = e / m, q = e % m;
+		double acc = 0.0;
+		for (int k = 0; k < m; k++)
+			acc += V[r * m + k] * V[q * m + k];
+		A[e] = acc;
+	}
+	__syncthreads();
+	for (int r = tid; r < m; r += nt) {
+		double si = 0.0;
+		for (int q = 0; q < m; q++)
+			si += A[r * m + q];
+		s[r] = si;
+	}
+	__syncthreads();
+	for (int e = tid; e < m * m; e += nt)
+		A[e] *= 1.0 / s[e / m]; /* A[r][q] = R[r][q] */
+	__syncthreads();
+	const int cnw = g.cnw[i], nd = c.nd;
+	const double *xb = xv + (size_t)i * c.n + (size_t)f * m;
+	double *out = core + (size_t)blockIdx.x * c.nf_out * m;
+	for (int w = tid; w < cnw; w += nt) {
+		int wi = c.core_w0 + w;
+		double acc = 0.0;
+		for (int q = 0; q < m; q++)
+			acc += A[wi * m + q] * xb[q];
+		out[w] = acc;
+		out[m + w] = s[wi] * s[wi];
+	}
+	for (int e = tid; e < nd * cnw; e += nt) {
+		int k = e / cnw, w = e % cnw, col = w + c.core_w0, row = col - c.ndiag + k;
+		out[(size_t)(4 + k) * m + w] = row >= 0 && row < m ? A[row * m + col] : 0.0;
+	}
+}
+
+/* Per pixel: the model A x, then the chi2 and (tivar > 0) maps. */
+__global__ void k_chi2pix(common c, geom g, const double *spots, const int32_t *xc,
+			  const int32_t *yc, const double *wpix, const double *wivar,
+			  const double *xv, double *chi2, double *tpos)
+{
+	const int i = blockIdx.y;
+	const int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
+	const long long npix = (long long)ny * nx;
+	const double *x = xv + (size_t)i * c.n;
+	const size_t ss = (size_t)c.sy * c.sx;
+	for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < npix;
+	     q += (long long)gridDim.x * blockDim.x) {
+		const int r = (int)(q / nx), col = (int)(q % nx);
+		double model = 0.0;
+		for (int j = 0; j < c.n; j++) {
+			int y0, y1, x0, x1, oy, ox;
+			if (x[j] == 0.0)
+				continue;
+			size_t sj = spot_of(c, g, i, j);
+			if (!col_rect(c, g, i, xc, yc, sj, &y0, &y1, &x0, &x1, &oy, &ox))
+				continue;
+			if (r < y0 || r >= y1 || col < x0 || col >= x1)
+				continue;
+			model = __dadd_rn(model,
+					  __dmul_rn(x[j], spots[sj * ss + (r - oy) * c.sx + (col - ox)]));
+		}
+		const size_t o = (size_t)(g.poff[i] + q);
+		const double iv = wivar[o];
+		double sig = __dadd_rn(__dmul_rn(model, c.psferr), 1e-32), var = __dmul_rn(sig, sig);
+		double t = 0.0;
+		if (iv > 0.0 && isfinite(var))
+			t = __ddiv_rn(1.0, __dadd_rn(var, __ddiv_rn(1.0, iv)));
+		double d = __dsub_rn(wpix[o], model);
+		chi2[o] = __dmul_rn(__dmul_rn(d, d), t);
+		tpos[o] = t > 0.0 ? 1.0 : 0.0;
+	}
+}
+
+/* Per core column: chi2pix and pixmask_fraction. */
+__global__ void k_chi2core(common c, geom g, const double *spots, const int32_t *xc,
+			   const int32_t *yc, const double *wivar, const double *chi2,
+			   const double *tpos, double *core)
+{
+	const int i = blockIdx.x, cnw = g.cnw[i], nx = g.nx[i];
+	const size_t ss = (size_t)c.sy * c.sx;
+	for (int e = threadIdx.x; e < c.core_nf * cnw; e += blockDim.x) {
+		const int fc = e / cnw, w = e % cnw;
+		const int j = (c.core_f0 + fc) * c.m + c.core_w0 + w;
+		const size_t sj = spot_of(c, g, i, j);
+		int y0, y1, x0, x1, oy, ox;
+		double num = 0.0, den = 0.0, msk = 0.0;
+		if (col_rect(c, g, i, xc, yc, sj, &y0, &y1, &x0, &x1, &oy, &ox)) {
+			const double *s = spots + sj * ss;
+			for (int r = y0; r < y1; r++)
+				for (int q = x0; q < x1; q++) {
+					double a = s[(r - oy) * c.sx + (q - ox)];
+					size_t o = (size_t)(g.poff[i] + (long long)r * nx + q);
+					num = __dadd_rn(num, __dmul_rn(a, chi2[o]));
+					den = __dadd_rn(den, __dmul_rn(a, tpos[o]));
+					if (wivar[o] == 0.0)
+						msk = __dadd_rn(msk, a);
+				}
+		}
+		double *out = core + ((size_t)i * c.core_nf + fc) * c.nf_out * c.m;
+		out[2 * (size_t)c.m + w] = den > 0.0 ? __ddiv_rn(num, den) : 0.0;
+		out[3 * (size_t)c.m + w] = msk;
+	}
+}
+
+__global__ void k_write(common c, geom g, const double *core, const int *info, const int *fail,
+			float *rows)
+{
+	const int i = blockIdx.x, cnw = g.cnw[i];
+	const bool bad = info[i] != 0 || fail[i] != 0;
+	for (int e = threadIdx.x; e < c.core_nf * c.nf_out * cnw; e += blockDim.x) {
+		const int w = e % cnw, k = (e / cnw) % c.nf_out, fc = e / (cnw * c.nf_out);
+		double v = core[(((size_t)i * c.core_nf + fc) * c.nf_out + k) * c.m + w];
+		if (k == 0)
+			v = v / c.dw;
+		else if (k == 1)
+			v = v * c.dw * c.dw;
+		rows[((size_t)fc * c.nfield + k) * c.nwave_grid + g.w0[i] + w] = bad ? 0.0f : (float)v;
+	}
+}
+
+} /* namespace */
+
+/* ---- host side ---- */
+
+#define CU(call)                                      \
+	do {                                          \
+		if ((call) != cudaSuccess)            \
+			return SP_ECUDA;              \
+	} while (0)
+#define LAUNCHED() CU(cudaGetLastError())
+#define BL(call)                                        \
+	do {                                            \
+		if ((call) != CUBLAS_STATUS_SUCCESS)    \
+			return SP_ECUDA;                \
+	} while (0)
+#define SO(call)                                        \
+	do {                                            \
+		if ((call) != CUSOLVER_STATUS_SUCCESS)  \
+			return SP_ECUDA;                \
+	} while (0)
+
+extern "C" size_t desi_extract_batch_cuda_scratch(const desi_batch_t *b)
+{
+	return make_layout(b).total;
+}
+
+static unsigned grid_for(size_t work)
+{
+	size_t g = (work + THREADS - 1) / THREADS;
+	return (unsigned)(g < 1 ? 1 : g > 4096 ? 4096 : g);
+}
+
+extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots,
+				       const int32_t *xc, const int32_t *yc, const float *img,
+				       const float *ivar, float *rows, void *scratch, void *blas,
+				       void *solver, struct CUstream_st *stream)
+{
+	const desi_patch_t *p = &b->p;
+	const int m = p->nwave, n = p->nfib * m, nd = 2 * p->ndiag + 1;
+	cublasHandle_t hb = (cublasHandle_t)blas;
+	cusolverDnHandle_t hs = (cusolverDnHandle_t)solver;
+	cudaStream_t st = (cudaStream_t)stream;
+
+	if (b->np <= 0)
+		return 0;
+	if (m <= 0 || p->nfib <= 0 || p->core_nf <= 0 || p->core_f0 < 0 ||
+	    p->core_f0 + p->core_nf > p->nfib || b->nfield < 4 + nd || p->core_w0 < 0)
+		return SP_EINVAL;
+	for (int i = 0; i < b->np; i++)
+		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > m)
+			return SP_EINVAL;
+	const size_t smem = smem_bytes(m);
+	int dev = 0, optin = 0;
+	CU(cudaGetDevice(&dev));
+	CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	if (smem > (size_t)optin)
+		return SP_EINVAL; /* nwave too large for the in-block Jacobi (~110 on sm_90) */
+	CU(cudaFuncSetAttribute(k_decorrelate, cudaFuncAttributeMaxDynamicSharedMemorySize,
+				(int)smem));
+	BL(cublasSetPointerMode(hb, CUBLAS_POINTER_MODE_HOST));
+
+	const layout L = make_layout(b);
+	char *base = (char *)scratch;
+	double *wpix = (double *)(base + L.pix), *wivar = (double *)(base + L.ivar);
+	double *chi2 = (double *)(base + L.chi2), *tpos = (double *)(base + L.tpos);
+	double *icov = (double *)(base + L.icov), *x = (double *)(base + L.x);
+	double *fw = (double *)(base + L.fw), *z = (double *)(base + L.z);
+	double *cbb = (double *)(base + L.c), *core = (double *)(base + L.core);
+	double **pa = (double **)(base + L.pa), **pz = (double **)(base + L.pz);
+	double **px = (double **)(base + L.px);
+	int *info = (int *)(base + L.info), *info_rs = (int *)(base + L.info_rs);
+	int *fail = (int *)(base + L.fail);
+
+	common c;
+	c.nfib = p->nfib;
+	c.m = m;
+	c.n = n;
+	c.sy = p->sy;
+	c.sx = p->sx;
+	c.core_f0 = p->core_f0;
+	c.core_nf = p->core_nf;
+	c.core_w0 = p->core_w0;
+	c.ndiag = p->ndiag;
+	c.nd = nd;
+	c.nf_out = 4 + nd;
+	c.fib0 = b->fib0;
+	c.nfullwave = b->nfullwave;
+	c.npix_y = b->npix_y;
+	c.npix_x = b->npix_x;
+	c.nwave_grid = b->nwave_grid;
+	c.nfield = b->nfield;
+	c.regularize = p->regularize;
+	c.psferr = p->psferr;
+	c.dw = b->dw;
+	const double one = 1.0, zero = 0.0;
+	const int K = p->core_nf * m;
+
+	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
+		geom g;
+		size_t maxpix = 0;
+		long long off = 0;
+		g.np = b->np - c0 < CHUNK ? b->np - c0 : CHUNK;
+		for (int k = 0; k < g.np; k++) {
+			const int i = c0 + k;
+			g.ymin[k] = b->ymin[i];
+			g.ny[k] = b->ny[i];
+			g.xmin[k] = b->xmin[i];
+			g.nx[k] = b->nx[i];
+			g.w0[k] = b->w0[i];
+			g.cnw[k] = b->core_nw[i];
+			g.poff[k] = off;
+			off += npix_of(b, i);
+			maxpix = (size_t)npix_of(b, i) > maxpix ? (size_t)npix_of(b, i) : maxpix;
+		}
+		const int P = g.np;
+		const dim3 pixgrid(grid_for(maxpix), P);
+		const unsigned nt = (unsigned)((n + TILE - 1) / TILE);
+
+		k_window<<<pixgrid, THREADS, 0, st>>>(c, g, img, ivar, wpix, wivar);
+		LAUNCHED();
+		k_normal<<<dim3(nt, nt, P), dim3(TILE, TILE), 0, st>>>(c, g, spots, xc, yc, wpix,
+									 wivar, icov, x, fw);
+		LAUNCHED();
+		k_regularise<<<P, THREADS, 0, st>>>(c, icov, fw, x, z, pa, px, pz, fail);
+		LAUNCHED();
+		SO(cusolverDnDpotrfBatched(hs, CUBLAS_FILL_MODE_LOWER, n, pa, n, info, P));
+		SO(cusolverDnDpotrsBatched(hs, CUBLAS_FILL_MODE_LOWER, n, 1, pa, n, px, n, info_rs,
+					   P));
+		k_eye<<<grid_for((size_t)P * n * K), THREADS, 0, st>>>(c, P, z);
+		LAUNCHED();
+		BL(cublasDtrsmBatched(hb, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+				      CUBLAS_DIAG_NON_UNIT, n, K, &one, (const double *const *)pa, n,
+				      (double *const *)pz, n, P));
+		/* C_bb = Z_b' Z_b for every (patch, core fibre): Z_b are n x m
+		 * blocks at a uniform stride n m. */
+		BL(cublasDgemmStridedBatched(hb, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, &one, z, n,
+					     (long long)n * m, z, n, (long long)n * m, &zero, cbb, m,
+					     (long long)m * m, P * p->core_nf));
+		k_decorrelate<<<P * p->core_nf, THREADS, smem, st>>>(c, g, cbb, x, core, fail);
+		LAUNCHED();
+		k_chi2pix<<<pixgrid, THREADS, 0, st>>>(c, g, spots, xc, yc, wpix, wivar, x, chi2,
+							tpos);
+		LAUNCHED();
+		k_chi2core<<<P, THREADS, 0, st>>>(c, g, spots, xc, yc, wivar, chi2, tpos, core);
+		LAUNCHED();
+		k_write<<<P, THREADS, 0, st>>>(c, g, core, info, fail, rows);
+		LAUNCHED();
+	}
+	return 0;
+}

@@ -1,0 +1,30 @@
+/* Per-worker CUDA library handles (cuBLAS, cuSOLVER) and stream-ordered scratch memory. */
+#ifndef SP_CUDA_HANDLES_H
+#define SP_CUDA_HANDLES_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+/*
+ * DESIGN: starpipe creates its own library handles from the CUDA toolkit it
+ * was compiled with, one per CUDA worker, bound to that worker's stream, once
+ * per session (StarPU's starpu_cublas_init() is never called: see
+ * doc/gpu.md).  Scratch memory comes from cudaMallocAsync on the worker's
+ * stream: asynchronous and served from the device's memory pool, so no
+ * synchronising cudaMalloc runs in a task.
+ */
+
+struct CUstream_st;
+
+/* Creates the handles on every CUDA worker; 0 or SP_ECUDA with err set. */
+int sp_cuda_handles_init(sp_err_t *err);
+void sp_cuda_handles_shutdown(void);
+
+/* The calling CUDA worker's handles (cublasHandle_t, cusolverDnHandle_t). */
+void sp_cuda_handles(void **blas, void **solver);
+
+int sp_cuda_malloc_async(void **p, size_t bytes, struct CUstream_st *stream);
+void sp_cuda_free_async(void *p, struct CUstream_st *stream);
+
+#endif /* SP_CUDA_HANDLES_H */
