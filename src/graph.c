@@ -1815,6 +1815,21 @@ int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err 
 	return 0;
 }
 
+/* Whether a stage's parameters name the work item (${item}, ${stem}, ${index}). */
+static int uses_item(const sp_gstage_t *st)
+{
+	for (size_t i = 0; i < st->kind->nparams; i++) {
+		const char *t = st->params[i].text;
+		for (size_t b = 0; t != NULL && b < sizeof builtins / sizeof builtins[0]; b++) {
+			char ref[16];
+			snprintf(ref, sizeof ref, "${%s}", builtins[b]);
+			if (strstr(t, ref) != NULL)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 void sp_graph_dot(const sp_graph_t *g, FILE *f)
 {
 	fprintf(f, "digraph \"%s\" {\n", g->pipeline != NULL ? g->pipeline : "pipeline");
@@ -1831,7 +1846,7 @@ void sp_graph_dot(const sp_graph_t *g, FILE *f)
 	for (size_t i = 0; i < g->nstages; i++) {
 		const sp_gstage_t *st = &g->stages[i];
 
-		if (g->items_kind != SP_ITEMS_NONE && st->kind->ninputs == 0)
+		if (g->items_kind != SP_ITEMS_NONE && uses_item(st))
 			fprintf(f, "\t\"inputs\" -> \"%s\" [label=\"item\"];\n", st->name);
 		for (size_t j = 0; j < st->kind->ninputs; j++) {
 			const sp_gstage_t *src = &g->stages[st->inputs[j].stage];
