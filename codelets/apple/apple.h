@@ -1,0 +1,249 @@
+/* APPLE-Picker particle picking: the contract of the CPU kernels (preprocess, moments, score, SVM, morphology, pick). */
+#ifndef SP_APPLE_H
+#define SP_APPLE_H
+
+/*
+ * DESIGN.  The steps of ../shared/science/apple-picker.md, as ASPIRE-Python
+ * (src/aspire/apple/{picking,helper}.py) computes them, one function (or a
+ * splittable pair) per step, on plain arrays: every image is row-major
+ * [row y][column x], C order, no padding.  Sizes in `apple_params_t` are in
+ * pixels of the original micrograph; `apple_sizes_t` holds the binned
+ * (shrink 2) sizes the kernels use.  Images:
+ *
+ *   micrograph   float  [ny][nx]           as read from the MRC file
+ *   im           double [n][n]             preprocessed (binned, filtered);
+ *                                          float32 precision, stored as double
+ *   mean, std    double [nw][nw]           moments of the q x q window whose
+ *                                          top-left pixel is [r][c]; nw = n-q+1
+ *   score        int32  [gy][gx]           per query window (grid step q/2)
+ *   seg          uint8  [nw][nw]           0/1 segmentation (window positions)
+ *   picks        int    [npick][2]         (x, y) in original pixels
+ *
+ * Kernels are single-threaded and never print.  Functions returning int give
+ * 0 or a negative SP_E* code (../../src/error.h).  FFTW plans are made only
+ * by apple_score_fft_init() (FFTW_ESTIMATE; the planner is not thread-safe,
+ * so the caller makes one plan set per worker at init, serialised, and each
+ * worker then uses its own set in its hot path).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../src/error.h"
+
+/* User parameters, pixels of the original micrograph (ASPIRE's names).  A
+ * value <= 0 means "default" for every field but particle_size. */
+typedef struct apple_params {
+	int particle_size;          /* required, 5 <= . < 3000 */
+	int max_particle_size;      /* default 2 particle_size */
+	int min_particle_size;      /* default particle_size / 4 */
+	int minimum_overlap_amount; /* default particle_size / 10 */
+	int query_image_size;       /* default rint(2/3 particle_size) - its remainder mod 4 */
+	int tau1, tau2;             /* default: see apple_params_derive() */
+	int container_size;         /* default 450; particle_size <= . <= 1900 */
+	int margin_left, margin_right, margin_top, margin_bottom; /* 99, 100, 99, 100 */
+	int fix_quirks;             /* 0: reproduce ASPIRE's picks exactly; 1: see apple_pick() */
+} apple_params_t;
+
+/* Binned sizes and derived counts (apple_params_derive()). */
+typedef struct apple_sizes {
+	int particle, max_size, min_size, query, moa, container; /* binned (int(x / 2); query even) */
+	int tau1, tau2;      /* counts of query windows (final) */
+	int side;            /* square crop side (original pixels) */
+	int n;               /* preprocessed image side: side / 2 */
+	int nw;              /* window positions per side: n - query + 1 */
+	int gy, gx;          /* query grid: floor(2 n / query) - 1 each */
+	int nref;            /* references: 4 (n / container)^2 */
+} apple_sizes_t;
+
+/* Fills the defaults of *p (fields <= 0) as ASPIRE does. */
+void apple_params_defaults(apple_params_t *p);
+
+/* Checks *p (after apple_params_defaults()) against ASPIRE's ranges and a
+ * micrograph of ny rows x nx columns, and derives *s.  tau1/tau2: a user
+ * value > 0 is kept; the default is ASPIRE's int(0.03 q_box), int(0.3 q_box)
+ * with q_box = 4 (4000 / query_image_size)^2, which assumes a ~4k
+ * micrograph (ASPIRE indexes past its query list, and crashes, when tau2
+ * exceeds the number of query windows gy gx).  When that default tau2
+ * exceeds gy gx, both are scaled to the image instead: tau1 = 3 gy gx / 100,
+ * tau2 = 30 gy gx / 100 (integer division; 147 and 1470 on the 2k test
+ * image, the values the reference was run with).  Returns 0 or SP_EINVAL
+ * (message in err: which parameter, its range). */
+int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *s, sp_err_t *err);
+
+/* ---- Step 1: preprocess ---------------------------------------------- */
+
+/* Doubles of scratch apple_preprocess() needs. */
+size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *s);
+
+/* The 15 x 15 low-pass kernel k[row][col], as ASPIRE writes it:
+ * exp(-col^2 - row^2 / (2 sigma^2)) / (sqrt(2 pi) sigma), offsets -7..7,
+ * entries < DBL_EPSILON set to 0, divided by its sum (NumPy's pairwise sum,
+ * so that the entries are bit-identical to the reference's). */
+void apple_lowpass_kernel(double k[15 * 15]);
+
+/* micrograph float [ny][nx] -> im double [n][n]: drop the margins, crop to
+ * the top-left side x side square, Pillow BICUBIC resize to n x n (a = -0.5,
+ * horizontal pass then vertical, float32 between and after the passes,
+ * scale = side / n), then "same"-size correlation with
+ * apple_lowpass_kernel() in double (zero outside the image).  The result
+ * is rounded to float32 where out32 is not NULL ([n][n]; the reference's
+ * dump).  work: apple_preprocess_work_size() doubles. */
+void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
+		      int ny, int nx, double *im, float *out32, double *work);
+
+/* ---- Step 2: moments --------------------------------------------------- */
+
+/* mean and std [nw][nw] of every q x q window of im [n][n] (top-left
+ * [r][c]), std = sqrt(max(0, E[x^2] - E[x]^2)).  Direct separable sums in
+ * double (row sums of q, then column sums of q): no running-sum drift.  The
+ * reference uses FFT convolution; on the 2k test image the two routes
+ * differ by 1.5e-15 (mean, relative) and 1.2e-12 (std, relative to its
+ * maximum; E[x^2] - E[x]^2 cancels ~6 digits at intensities ~1000).
+ * work: n * nw * 2 doubles. */
+void apple_moments(const double *im, int n, int q, double *mean, double *std, double *work);
+
+/* ---- Step 3: query score ----------------------------------------------- */
+
+/* Top-left pixels (row, col) of the references, ref[nref][2]: per
+ * container (raster order of containers of side s->container), the window
+ * of maximum mean, minimum mean, maximum std, minimum std (first
+ * occurrence in raster order inside the container's search range, as
+ * NumPy's argmax).  The search range of container (yc, xc) is rows
+ * [yc cs, min(n - 1, (yc + 1) cs) - q + 1), likewise columns; where it is
+ * empty (only when cs == q and the containers tile the image exactly;
+ * ASPIRE raises there) the container's top-left pixel is used. */
+void apple_refs_select(const apple_sizes_t *s, const double *mean, const double *std,
+		       int32_t *ref);
+
+typedef struct apple_score_fft apple_score_fft_t;
+
+/* FFTW plans (FFTW_ESTIMATE: the same bits on every run) and buffers for
+ * q x q transforms; the one function here that calls the FFTW planner (not
+ * thread-safe: call it serialised, once per worker, and use the result from
+ * that worker only).  Returns NULL on allocation failure. */
+apple_score_fft_t *apple_score_fft_init(int q);
+
+/* Frees *f and sets *f to NULL. */
+void apple_score_fft_free(apple_score_fft_t **f);
+
+/* Complex values per reference spectrum (q * (q/2 + 1)). */
+size_t apple_score_spec_size(int q);
+
+/* Half spectra (FFTW r2c, unnormalised) of the nref references into
+ * spec[nref][apple_score_spec_size(q)] (interleaved re, im doubles: 2 *
+ * size doubles each). */
+void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int n, int q,
+			  const int32_t *ref, int nref, double *spec);
+
+/* Responses max(cc) - mean(cc), cc = IFFT(FFT(r) conj(FFT(w))) of size
+ * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
+ * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
+ * references: resp[(k - qbegin) * nref + r]. */
+void apple_score_responses(apple_score_fft_t *f, const double *im, int n, int q, int gx,
+			   const double *spec, int nref, int qbegin, int qend, double *resp);
+
+/* score[k] = #{r : resp[k][r] >= t}, t = min + (max - min) / 20 over the
+ * whole resp [nquery][nref]. */
+void apple_score_finish(const double *resp, int nquery, int nref, int32_t *score);
+
+/* ---- Steps 4-5: training set, SVM, classification ---------------------- */
+
+/* A trained classifier: the scaler and the support vectors copied out of
+ * libsvm's model (plain data, no pointer into libsvm's problem). */
+typedef struct apple_svm {
+	double mu[2], scale[2]; /* standardisation: (x - mu) / scale */
+	double gamma, rho;
+	int nsv;
+	double *sv;             /* [nsv][2] (standardised features) */
+	double *coef;           /* [nsv] */
+	int label_pos;          /* label given when decision value > 0 */
+	int npos, nneg;         /* training examples */
+} apple_svm_t;
+
+/* Training set (step 4): sorts the queries by score descending (stable:
+ * ties by column-major grid index gy-fastest, as ASPIRE flattens), marks
+ * the windows of the first tau1 (particle mask) and first tau2 (not-noise
+ * mask), and takes the non-overlapping q x q blocks of im (column-major
+ * block order) fully inside the particle mask (positives) and fully
+ * outside the not-noise mask (negatives).  feat[*npos + *nneg][2] (mean,
+ * population std), positives first; feat needs (n / q)^2 * 2 doubles;
+ * work: 2 n^2 bytes.  Returns 0 or SP_ENOMEM (the sort's index array). */
+int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *score, int tau1,
+		       int tau2, double *feat, int *npos, int *nneg, unsigned char *work);
+
+/* Standardises feat and trains libsvm's C-SVC (RBF, gamma 0.5, C 1, eps
+ * 1e-3, shrinking, class weights n / (2 n_c); negatives fed first, as
+ * scikit-learn's label order).  Returns a new classifier, or NULL when a
+ * class is empty or memory runs out. */
+apple_svm_t *apple_svm_new(const double *feat, int npos, int nneg);
+
+/* Frees *m and sets *m to NULL. */
+void apple_svm_free(apple_svm_t **m);
+
+/* Decision value of libsvm for one standardised feature pair (the same
+ * arithmetic as svm_predict_values()). */
+double apple_svm_decision(const apple_svm_t *m, double f0, double f1);
+
+/* Classifies window positions of rows [r0, r1): seg[(r - r0) * nw + c] =
+ * 1 (particle) or 0, from mean/std [nw][nw]. */
+void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
+			 int r0, int r1, uint8_t *seg);
+
+/* ASPIRE retrains when the classification is uniform: all windows particle
+ * -> tau2 += 500, none -> tau1 += 500, then steps 4-5 again (the caller's
+ * loop; bound it, ASPIRE's is not).  Returns 1 when every seg[0..n) is
+ * nonzero, -1 when all are zero, 0 otherwise. */
+int apple_seg_uniform(const uint8_t *seg, size_t n);
+
+/* ---- Step 6: morphology ------------------------------------------------ */
+
+/* Squared Euclidean distance of every pixel of a [h][w] to the nearest 0
+ * pixel, the image being zero-padded by one (Meijster's exact algorithm,
+ * integers).  d2 int32 [h][w]; work: (h + 2) (w + 2) + 3 max(h, w) + 6
+ * int32. */
+void apple_edt2(const uint8_t *a, int h, int w, int32_t *d2, int32_t *work);
+
+/* Labels the 8-connected components of a [h][w] (nonzero pixels) 1..N in
+ * raster order of their first pixel (SciPy's order); returns N.  lab int32
+ * [h][w]; work: h w int32 (union-find parents). */
+int apple_label8(const uint8_t *a, int h, int w, int32_t *lab, int32_t *work);
+
+/* Bytes/ints of scratch apple_morphology() needs: work32 int32 count. */
+size_t apple_morphology_work_size(int nw);
+
+/* seg [nw][nw] in, out [nw][nw]: fill holes (4-connected background); if
+ * that fills everything, clear seg's top-left 100 x 100 first; erode by
+ * disks of radius min_size (seg_e) and max_size (seg_o) via apple_edt2();
+ * drop the 8-components of seg_e that meet seg_o.  work8: nw^2 bytes;
+ * work32: apple_morphology_work_size(nw) int32. */
+void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, uint8_t *work8,
+		      int32_t *work32);
+
+/* ---- Step 7: pick ------------------------------------------------------ */
+
+/* Picks from the morphology output seg [nw][nw]: trims q/2 - 1 rows and
+ * columns at the top-left and q/2 at the bottom-right, drops 8-components
+ * larger than max_size^2, takes rounded centres of mass (rint, half to
+ * even), keeps centres isolated at distance moa (disk dilation), maps to
+ * original pixels (x, y): 2 (c + q - 1) + margin_left, 2 (r + q - 1) +
+ * margin_top.
+ *
+ * Quirks of the reference, kept when p->fix_quirks is 0 (the default: same
+ * picks as ASPIRE):
+ *   - the last component (label N) never gets a centre (labels 1..N-1);
+ *   - the isolation test labels the dilated centre image and keeps centre
+ *     index L - 1 for every dilated component L of exactly the disk's area:
+ *     it maps labels to centres by index although the two label orders
+ *     differ, so the kept centres are not always the isolated ones.
+ * With fix_quirks = 1 every component gets a centre, and a centre is kept
+ * when the dilated component containing it has exactly the disk's area and
+ * holds no other centre.  In both modes a disk clipped by the image border
+ * has less than the disk's area (as in the reference).
+ *
+ * Writes at most maxpick picks to xy[.][2] and returns their number (the
+ * total when larger than maxpick), or SP_ENOMEM. */
+int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
+	       int maxpick);
+
+#endif /* SP_APPLE_H */

@@ -1,0 +1,1058 @@
+/* APPLE-Picker CPU kernels: parameters, preprocessing, moments, FFT query score, SVM, morphology, picking. */
+#include "apple.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fftw3.h>
+#include <libsvm/svm.h>
+
+/*
+ * DESIGN.  Each step reproduces ASPIRE's arithmetic where the result is a
+ * discrete decision downstream (Pillow's resampling coefficients and
+ * accumulation order, the low-pass kernel's normalisation, argmax/argmin
+ * tie order, libsvm's decision sum), and is free elsewhere: window sums are
+ * direct separable sums (the reference's FFT box filter carries ~1e-13
+ * relative noise that only moves decision values by as much), erosions by
+ * disks are thresholds of one exact squared distance transform (a disk of
+ * radius r fits at p iff no 0 pixel, the outside counting as 0, lies within
+ * r), and labelling is a two-pass union-find whose roots are the smallest
+ * pixel index, so labels come out in SciPy's raster order.
+ *
+ * The score's transforms are FFTW_ESTIMATE plans: the same algorithm, hence
+ * the same bits, on every run and machine (FFTW_MEASURE chooses by timing,
+ * and gained only 14% on the 26 x 26 transforms here).  One q x q c2r per
+ * (query, reference) pair is ~3 us, ~90% of the score's time.
+ */
+
+/* ---- parameters -------------------------------------------------------- */
+
+void apple_params_defaults(apple_params_t *p)
+{
+	int ps = p->particle_size;
+
+	if (p->max_particle_size <= 0)
+		p->max_particle_size = 2 * ps;
+	if (p->min_particle_size <= 0)
+		p->min_particle_size = ps / 4;
+	if (p->minimum_overlap_amount <= 0)
+		p->minimum_overlap_amount = ps / 10;
+	if (p->query_image_size <= 0) {
+		/* np.round: half to even, as rint() in the default rounding mode */
+		int q = (int)rint(ps * 2.0 / 3.0);
+		p->query_image_size = q - q % 4;
+	}
+	if (p->container_size <= 0)
+		p->container_size = 450;
+	if (p->margin_left <= 0)
+		p->margin_left = 99;
+	if (p->margin_right <= 0)
+		p->margin_right = 100;
+	if (p->margin_top <= 0)
+		p->margin_top = 99;
+	if (p->margin_bottom <= 0)
+		p->margin_bottom = 100;
+}
+
+int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *s, sp_err_t *err)
+{
+	int ps = p->particle_size, qi = p->query_image_size;
+
+	memset(s, 0, sizeof *s);
+	if (ps < 5 || ps >= 3000)
+		return sp_seterr(err, SP_EINVAL, "%s: particle_size %d must be in [5, 3000)",
+				 __func__, ps);
+	if (p->max_particle_size < 1 || p->max_particle_size > 3000)
+		return sp_seterr(err, SP_EINVAL, "%s: max_particle_size %d must be in [1, 3000]",
+				 __func__, p->max_particle_size);
+	if (p->min_particle_size < 1 || p->min_particle_size >= 3000)
+		return sp_seterr(err, SP_EINVAL, "%s: min_particle_size %d must be in [1, 3000)",
+				 __func__, p->min_particle_size);
+	if (qi < 4 || qi > ps)
+		return sp_seterr(err, SP_EINVAL,
+				 "%s: query_image_size %d must be in [4, particle_size %d]", __func__,
+				 qi, ps);
+	if (p->minimum_overlap_amount < 0 || p->minimum_overlap_amount > 3000)
+		return sp_seterr(err, SP_EINVAL, "%s: minimum_overlap_amount %d must be in [0, 3000]",
+				 __func__, p->minimum_overlap_amount);
+	if (p->container_size < ps || p->container_size > 1900)
+		return sp_seterr(err, SP_EINVAL, "%s: container_size %d must be in [%d, 1900]",
+				 __func__, p->container_size, ps);
+
+	s->particle = ps / 2;
+	s->max_size = p->max_particle_size / 2;
+	s->min_size = p->min_particle_size / 2;
+	s->query = qi / 2;
+	s->query -= s->query % 2;
+	s->moa = p->minimum_overlap_amount / 2;
+	s->container = p->container_size / 2;
+
+	int h = ny - p->margin_top - p->margin_bottom, w = nx - p->margin_left - p->margin_right;
+	s->side = h < w ? h : w;
+	s->n = s->side / 2;
+	if (s->n < 2 * s->container || s->n < 2 * s->query + 2 || s->n < s->max_size)
+		return sp_seterr(err, SP_EINVAL,
+				 "%s: micrograph %d x %d too small for particle_size %d (binned side %d, "
+				 "container %d)",
+				 __func__, ny, nx, ps, s->n, s->container);
+	s->nw = s->n - s->query + 1;
+	s->gy = s->gx = 2 * s->n / s->query - 1;
+	s->nref = 4 * (s->n / s->container) * (s->n / s->container);
+
+	double qbox = 4000.0 * 4000.0 / ((double)qi * qi) * 4.0;
+	int nq = s->gy * s->gx;
+	int t1 = p->tau1 > 0 ? p->tau1 : (int)(qbox * 0.03);
+	int t2 = p->tau2 > 0 ? p->tau2 : (int)(qbox * 0.3);
+	if (p->tau2 <= 0 && t2 > nq) {
+		/* the reference would crash: scale the defaults to this image */
+		if (p->tau1 <= 0)
+			t1 = 3 * nq / 100;
+		t2 = 30 * nq / 100;
+	}
+	if (t1 < 0 || t2 < t1 || t2 > nq)
+		return sp_seterr(err, SP_EINVAL, "%s: need 0 <= tau1 (%d) <= tau2 (%d) <= %d query windows",
+				 __func__, t1, t2, nq);
+	s->tau1 = t1;
+	s->tau2 = t2;
+	return 0;
+}
+
+/* ---- step 1: preprocess ------------------------------------------------ */
+
+static double bicubic(double x)
+{
+	const double a = -0.5;
+
+	if (x < 0.0)
+		x = -x;
+	if (x < 1.0)
+		return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+	if (x < 2.0)
+		return (((x - 5) * x + 8) * x - 4) * a;
+	return 0.0;
+}
+
+/* Pillow's precompute_coeffs() (Resample.c) for BICUBIC, box [0, insize). */
+static int resample_coeffs(int insize, int outsize, int *bounds, double *kk)
+{
+	double scale = (double)((float)insize - 0.0f) / outsize, filterscale = scale;
+	if (filterscale < 1.0)
+		filterscale = 1.0;
+	double support = 2.0 * filterscale, ss = 1.0 / filterscale;
+	int ksize = (int)ceil(support) * 2 + 1;
+
+	for (int xx = 0; xx < outsize; xx++) {
+		double center = 0.0 + (xx + 0.5) * scale, ww = 0.0;
+		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
+		double *k = kk + (size_t)xx * ksize;
+		int x;
+
+		if (xmin < 0)
+			xmin = 0;
+		if (xmax > insize)
+			xmax = insize;
+		xmax -= xmin;
+		for (x = 0; x < xmax; x++) {
+			double wv = bicubic((x + xmin - center + 0.5) * ss);
+			k[x] = wv;
+			ww += wv;
+		}
+		for (x = 0; x < xmax; x++)
+			if (ww != 0.0)
+				k[x] /= ww;
+		for (; x < ksize; x++)
+			k[x] = 0;
+		bounds[2 * xx] = xmin;
+		bounds[2 * xx + 1] = xmax;
+	}
+	return ksize;
+}
+
+static int resample_ksize(int insize, int outsize)
+{
+	double scale = (double)insize / outsize;
+	return (int)ceil(2.0 * (scale < 1.0 ? 1.0 : scale)) * 2 + 1;
+}
+
+size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *s)
+{
+	(void)p;
+	size_t side = (size_t)s->side, n = (size_t)s->n;
+	/* float tmp [side][n] + float out [n][n], as doubles, + coeffs + bounds */
+	return (side * n + n * n) / 2 + 2 + (size_t)resample_ksize(s->side, s->n) * n + n + 2;
+}
+
+/* NumPy's pairwise summation (pairwise_sum in loops_utils.h), unit stride. */
+static double np_pairwise_sum(const double *a, size_t n)
+{
+	if (n < 8) {
+		double res = 0.;
+		for (size_t i = 0; i < n; i++)
+			res += a[i];
+		return res;
+	}
+	if (n <= 128) {
+		double r[8], res;
+		size_t i;
+		for (i = 0; i < 8; i++)
+			r[i] = a[i];
+		for (i = 8; i < n - (n % 8); i += 8)
+			for (int j = 0; j < 8; j++)
+				r[j] += a[i + j];
+		res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+		for (; i < n; i++)
+			res += a[i];
+		return res;
+	}
+	size_t n2 = n / 2;
+	n2 -= n2 % 8;
+	return np_pairwise_sum(a, n2) + np_pairwise_sum(a + n2, n - n2);
+}
+
+void apple_lowpass_kernel(double k[15 * 15])
+{
+	const double sigma = 0.5;
+
+	for (int y = -7; y <= 7; y++)
+		for (int x = -7; x <= 7; x++) {
+			double v = exp(-(double)(x * x) - (double)(y * y) / (2 * (sigma * sigma))) /
+				   (sqrt(2 * M_PI) * sigma);
+			k[(y + 7) * 15 + x + 7] = v < DBL_EPSILON ? 0.0 : v;
+		}
+	double sum = np_pairwise_sum(k, 225);
+	for (int i = 0; i < 225; i++)
+		k[i] /= sum;
+}
+
+void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
+		      int ny, int nx, double *im, float *out32, double *work)
+{
+	const int side = s->side, n = s->n;
+	float *tmp = (float *)work;                       /* [side][n] */
+	float *res = tmp + (size_t)side * n;              /* [n][n] */
+	double *kk = work + ((size_t)side * n + (size_t)n * n) / 2 + 1;
+	int *bounds = (int *)(kk + (size_t)resample_ksize(side, n) * n);
+	const float *src = micrograph + (size_t)p->margin_top * nx + p->margin_left;
+	int ksize;
+
+	(void)ny;
+	/* horizontal pass: every row of the crop, columns side -> n */
+	ksize = resample_coeffs(side, n, bounds, kk);
+	for (int y = 0; y < side; y++) {
+		const float *row = src + (size_t)y * nx;
+		for (int xx = 0; xx < n; xx++) {
+			const double *k = kk + (size_t)xx * ksize;
+			int xmin = bounds[2 * xx], xmax = bounds[2 * xx + 1];
+			double ss = 0.0;
+			for (int x = 0; x < xmax; x++)
+				ss += row[x + xmin] * k[x];
+			tmp[(size_t)y * n + xx] = (float)ss;
+		}
+	}
+	/* vertical pass: rows side -> n (same coefficients: the crop is square) */
+	for (int yy = 0; yy < n; yy++) {
+		const double *k = kk + (size_t)yy * ksize;
+		int ymin = bounds[2 * yy], ymax = bounds[2 * yy + 1];
+		for (int xx = 0; xx < n; xx++) {
+			double ss = 0.0;
+			for (int y = 0; y < ymax; y++)
+				ss += tmp[(size_t)(y + ymin) * n + xx] * k[y];
+			res[(size_t)yy * n + xx] = (float)ss;
+		}
+	}
+
+	/* "same" correlation with the 15 x 15 low-pass kernel, zero outside */
+	double kern[225];
+	int ku[225], kv[225], nk = 0;
+	double kval[225];
+	apple_lowpass_kernel(kern);
+	for (int u = 0; u < 15; u++)
+		for (int v = 0; v < 15; v++)
+			if (kern[u * 15 + v] != 0.0) {
+				ku[nk] = u - 7;
+				kv[nk] = v - 7;
+				kval[nk++] = kern[u * 15 + v];
+			}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			double acc = 0.0;
+			if (i >= 7 && i < n - 7 && j >= 7 && j < n - 7) {
+				for (int t = 0; t < nk; t++)
+					acc += kval[t] * res[(size_t)(i + ku[t]) * n + j + kv[t]];
+			} else {
+				for (int t = 0; t < nk; t++) {
+					int y = i + ku[t], x = j + kv[t];
+					if (y >= 0 && y < n && x >= 0 && x < n)
+						acc += kval[t] * res[(size_t)y * n + x];
+				}
+			}
+			im[(size_t)i * n + j] = acc;
+			if (out32 != NULL)
+				out32[(size_t)i * n + j] = (float)acc;
+		}
+}
+
+/* ---- step 2: moments --------------------------------------------------- */
+
+void apple_moments(const double *im, int n, int q, double *mean, double *std, double *work)
+{
+	const int nw = n - q + 1;
+	double *rs = work, *rs2 = work + (size_t)n * nw; /* [n][nw] row sums of x, x^2 */
+	const double inv = 1.0 / ((double)q * q);
+
+	for (int i = 0; i < n; i++) {
+		const double *row = im + (size_t)i * n;
+		for (int c = 0; c < nw; c++) {
+			double a = 0.0, b = 0.0;
+			for (int k = 0; k < q; k++) {
+				double v = row[c + k];
+				a += v;
+				b += v * v;
+			}
+			rs[(size_t)i * nw + c] = a;
+			rs2[(size_t)i * nw + c] = b;
+		}
+	}
+	for (int r = 0; r < nw; r++) {
+		double *m = mean + (size_t)r * nw, *sd = std + (size_t)r * nw;
+		for (int c = 0; c < nw; c++) {
+			m[c] = 0.0;
+			sd[c] = 0.0;
+		}
+		for (int k = 0; k < q; k++) {
+			const double *a = rs + (size_t)(r + k) * nw, *b = rs2 + (size_t)(r + k) * nw;
+			for (int c = 0; c < nw; c++) {
+				m[c] += a[c];
+				sd[c] += b[c];
+			}
+		}
+		for (int c = 0; c < nw; c++) {
+			double mu = m[c] * inv, var = sd[c] * inv - mu * mu;
+			m[c] = mu;
+			sd[c] = sqrt(var > 0.0 ? var : 0.0);
+		}
+	}
+}
+
+/* ---- step 3: query score ----------------------------------------------- */
+
+void apple_refs_select(const apple_sizes_t *s, const double *mean, const double *std,
+		       int32_t *ref)
+{
+	const int n = s->n, q = s->query, cs = s->container, nw = s->nw, nc = n / cs;
+	int k = 0;
+
+	for (int yc = 0; yc < nc; yc++)
+		for (int xc = 0; xc < nc; xc++) {
+			/* ASPIRE's range over its padded moments, shifted to top-left indexing */
+			int r0 = yc * cs, c0 = xc * cs;
+			int r1 = ((n - 1) < (yc + 1) * cs ? (n - 1) : (yc + 1) * cs) - q + 1;
+			int c1 = ((n - 1) < (xc + 1) * cs ? (n - 1) : (xc + 1) * cs) - q + 1;
+			int best[4][2];
+			double val[4];
+			for (int t = 0; t < 4; t++) {
+				best[t][0] = r0;
+				best[t][1] = c0;
+				val[t] = NAN;
+			}
+			for (int r = r0; r < r1; r++)
+				for (int c = c0; c < c1; c++) {
+					double m = mean[(size_t)r * nw + c], sd = std[(size_t)r * nw + c];
+					int first = r == r0 && c == c0;
+					if (first || m > val[0]) {
+						val[0] = m;
+						best[0][0] = r;
+						best[0][1] = c;
+					}
+					if (first || m < val[1]) {
+						val[1] = m;
+						best[1][0] = r;
+						best[1][1] = c;
+					}
+					if (first || sd > val[2]) {
+						val[2] = sd;
+						best[2][0] = r;
+						best[2][1] = c;
+					}
+					if (first || sd < val[3]) {
+						val[3] = sd;
+						best[3][0] = r;
+						best[3][1] = c;
+					}
+				}
+			for (int t = 0; t < 4; t++, k++) {
+				ref[2 * k] = best[t][0];
+				ref[2 * k + 1] = best[t][1];
+			}
+		}
+}
+
+struct apple_score_fft {
+	int q, nh;            /* q, q/2 + 1 */
+	double *real;         /* [q][q] */
+	fftw_complex *spec;   /* [q][nh] */
+	fftw_complex *wspec;  /* [q][nh] the current query's spectrum */
+	fftw_plan fwd, inv;
+};
+
+size_t apple_score_spec_size(int q)
+{
+	return (size_t)q * (size_t)(q / 2 + 1);
+}
+
+apple_score_fft_t *apple_score_fft_init(int q)
+{
+	apple_score_fft_t *f = calloc(1, sizeof *f);
+	size_t ns = apple_score_spec_size(q);
+
+	if (f == NULL)
+		return NULL;
+	f->q = q;
+	f->nh = q / 2 + 1;
+	f->real = fftw_malloc(sizeof(double) * (size_t)q * q);
+	f->spec = fftw_malloc(sizeof(fftw_complex) * ns);
+	f->wspec = fftw_malloc(sizeof(fftw_complex) * ns);
+	if (f->real == NULL || f->spec == NULL || f->wspec == NULL) {
+		apple_score_fft_free(&f);
+		return NULL;
+	}
+	f->fwd = fftw_plan_dft_r2c_2d(q, q, f->real, f->spec, FFTW_ESTIMATE);
+	f->inv = fftw_plan_dft_c2r_2d(q, q, f->spec, f->real, FFTW_ESTIMATE);
+	if (f->fwd == NULL || f->inv == NULL) {
+		apple_score_fft_free(&f);
+		return NULL;
+	}
+	return f;
+}
+
+void apple_score_fft_free(apple_score_fft_t **fp)
+{
+	apple_score_fft_t *f = *fp;
+
+	if (f == NULL)
+		return;
+	if (f->fwd != NULL)
+		fftw_destroy_plan(f->fwd);
+	if (f->inv != NULL)
+		fftw_destroy_plan(f->inv);
+
+	fftw_free(f->real);
+	fftw_free(f->spec);
+	fftw_free(f->wspec);
+	free(f);
+	*fp = NULL;
+}
+
+/* The maximum of a[0..n) (n >= 1), four independent chains (the maximum
+ * does not depend on the order). */
+static double max_of(const double *a, size_t n)
+{
+	double m0 = a[0], m1 = a[0], m2 = a[0], m3 = a[0];
+	size_t t = 0;
+
+	for (; t + 4 <= n; t += 4) {
+		m0 = a[t] > m0 ? a[t] : m0;
+		m1 = a[t + 1] > m1 ? a[t + 1] : m1;
+		m2 = a[t + 2] > m2 ? a[t + 2] : m2;
+		m3 = a[t + 3] > m3 ? a[t + 3] : m3;
+	}
+	for (; t < n; t++)
+		m0 = a[t] > m0 ? a[t] : m0;
+	m0 = m1 > m0 ? m1 : m0;
+	m2 = m3 > m2 ? m3 : m2;
+	return m2 > m0 ? m2 : m0;
+}
+
+static void window_fft(apple_score_fft_t *f, const double *im, int n, int r, int c)
+{
+	const int q = f->q;
+
+	for (int i = 0; i < q; i++)
+		memcpy(f->real + (size_t)i * q, im + (size_t)(r + i) * n + c, sizeof(double) * (size_t)q);
+	fftw_execute(f->fwd);
+}
+
+void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int n, int q,
+			  const int32_t *ref, int nref, double *spec)
+{
+	size_t ns = apple_score_spec_size(q);
+
+	for (int k = 0; k < nref; k++) {
+		window_fft(f, im, n, ref[2 * k], ref[2 * k + 1]);
+		memcpy(spec + 2 * ns * (size_t)k, f->spec, sizeof(fftw_complex) * ns);
+	}
+}
+
+void apple_score_responses(apple_score_fft_t *f, const double *im, int n, int q, int gx,
+			   const double *spec, int nref, int qbegin, int qend, double *resp)
+{
+	const size_t ns = apple_score_spec_size(q), nn = (size_t)q * q;
+	const double inv = 1.0 / (double)nn;
+	const int h = q / 2;
+
+	for (int k = qbegin; k < qend; k++) {
+		window_fft(f, im, n, (k / gx) * h, (k % gx) * h);
+		memcpy(f->wspec, f->spec, sizeof(fftw_complex) * ns);
+		for (int r = 0; r < nref; r++) {
+			const double *R = spec + 2 * ns * (size_t)r;
+			const double *W = (const double *)f->wspec;
+			double *P = (double *)f->spec;
+			for (size_t t = 0; t < ns; t++) {
+				double a = R[2 * t], b = R[2 * t + 1], c = W[2 * t], d = W[2 * t + 1];
+				P[2 * t] = a * c + b * d; /* R conj(W) */
+				P[2 * t + 1] = b * c - a * d;
+			}
+			/* mean(cc) = P[0] / q^2: the sum of a circular correlation
+			 * is the product of the sums */
+			double p0 = P[0];
+			fftw_execute(f->inv);
+			resp[(size_t)(k - qbegin) * nref + r] = (max_of(f->real, nn) - p0) * inv;
+		}
+	}
+}
+
+void apple_score_finish(const double *resp, int nquery, int nref, int32_t *score)
+{
+	size_t total = (size_t)nquery * nref;
+	double mn = resp[0], mx = resp[0];
+
+	for (size_t t = 1; t < total; t++) {
+		if (resp[t] < mn)
+			mn = resp[t];
+		if (resp[t] > mx)
+			mx = resp[t];
+	}
+	double thr = mn + (mx - mn) / 20;
+	for (int k = 0; k < nquery; k++) {
+		int cnt = 0;
+		for (int r = 0; r < nref; r++)
+			cnt += resp[(size_t)k * nref + r] >= thr;
+		score[k] = cnt;
+	}
+}
+
+/* ---- steps 4-5: training set, SVM -------------------------------------- */
+
+typedef struct { int32_t score; int32_t idx; } scored_t;
+
+static int scored_cmp(const void *a, const void *b)
+{
+	const scored_t *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *score, int tau1,
+		       int tau2, double *feat, int *npos, int *nneg, unsigned char *work)
+{
+	const int n = s->n, q = s->query, h = q / 2, g = s->gy, nq = s->gy * s->gx;
+	unsigned char *mp = work, *mn = work + (size_t)n * n;
+	scored_t *ord = malloc(sizeof *ord * (size_t)nq);
+
+	*npos = *nneg = 0;
+	if (ord == NULL)
+		return SP_ENOMEM;
+	memset(work, 0, 2 * (size_t)n * n);
+	/* ASPIRE flattens the score in Fortran order (row index fastest) */
+	for (int j = 0; j < s->gx; j++)
+		for (int i = 0; i < g; i++) {
+			ord[j * g + i].score = score[(size_t)i * s->gx + j];
+			ord[j * g + i].idx = j * g + i;
+		}
+	qsort(ord, (size_t)nq, sizeof *ord, scored_cmp);
+	for (int t = 0; t < tau2 && t < nq; t++) {
+		int i = ord[t].idx % g, j = ord[t].idx / g;
+		int r0 = i * h, c0 = j * h, r1 = r0 + q < n ? r0 + q : n, c1 = c0 + q < n ? c0 + q : n;
+		for (int r = r0; r < r1; r++) {
+			if (t < tau1)
+				memset(mp + (size_t)r * n + c0, 1, (size_t)(c1 - c0));
+			memset(mn + (size_t)r * n + c0, 1, (size_t)(c1 - c0));
+		}
+	}
+	free(ord);
+
+	const int nb = n / q;
+	int np_ = 0, nn_ = 0;
+	double *pos = feat;
+	/* count positives first so that negatives follow them */
+	for (int pass = 0; pass < 2; pass++)
+		for (int d = 0; d < nb; d++)
+			for (int b = 0; b < nb; b++) {
+				int allp = 1, none = 1;
+				for (int c = 0; c < q && (allp || none); c++)
+					for (int a = 0; a < q; a++) {
+						size_t o = (size_t)(b * q + a) * n + d * q + c;
+						allp &= mp[o] != 0;
+						none &= mn[o] == 0;
+					}
+				if ((pass == 0 && !allp) || (pass == 1 && !none))
+					continue;
+				double sum = 0.0, ss = 0.0;
+				for (int c = 0; c < q; c++)
+					for (int a = 0; a < q; a++)
+						sum += im[(size_t)(b * q + a) * n + d * q + c];
+				double mu = sum / ((double)q * q);
+				for (int c = 0; c < q; c++)
+					for (int a = 0; a < q; a++) {
+						double e = im[(size_t)(b * q + a) * n + d * q + c] - mu;
+						ss += e * e;
+					}
+				double *o = pos + 2 * (size_t)(np_ + nn_);
+				o[0] = mu;
+				o[1] = sqrt(ss / ((double)q * q));
+				if (pass == 0)
+					np_++;
+				else
+					nn_++;
+			}
+	*npos = np_;
+	*nneg = nn_;
+	return 0;
+}
+
+static void svm_quiet(const char *s)
+{
+	(void)s;
+}
+
+apple_svm_t *apple_svm_new(const double *feat, int npos, int nneg)
+{
+	const int l = npos + nneg;
+	apple_svm_t *m;
+	struct svm_node *nodes;
+	struct svm_node **xs;
+	double *y;
+
+	if (npos <= 0 || nneg <= 0)
+		return NULL;
+	m = calloc(1, sizeof *m);
+	nodes = malloc(sizeof *nodes * 3 * (size_t)l);
+	xs = malloc(sizeof *xs * (size_t)l);
+	y = malloc(sizeof *y * (size_t)l);
+	if (m == NULL || nodes == NULL || xs == NULL || y == NULL)
+		goto fail;
+
+	/* StandardScaler: population mean and std over the training set */
+	for (int f = 0; f < 2; f++) {
+		double sum = 0.0, ss = 0.0;
+		for (int i = 0; i < l; i++)
+			sum += feat[2 * i + f];
+		double mu = sum / l;
+		for (int i = 0; i < l; i++)
+			ss += (feat[2 * i + f] - mu) * (feat[2 * i + f] - mu);
+		double sd = sqrt(ss / l);
+		m->mu[f] = mu;
+		m->scale[f] = sd > 0.0 ? sd : 1.0;
+	}
+	/* label-0 (negative) rows first: libsvm orders classes by first
+	 * appearance, scikit-learn's copy by label value */
+	for (int i = 0; i < l; i++) {
+		int src = i < nneg ? npos + i : i - nneg;
+		struct svm_node *x = nodes + 3 * (size_t)i;
+		x[0].index = 1;
+		x[0].value = (feat[2 * src] - m->mu[0]) / m->scale[0];
+		x[1].index = 2;
+		x[1].value = (feat[2 * src + 1] - m->mu[1]) / m->scale[1];
+		x[2].index = -1;
+		x[2].value = 0.0;
+		xs[i] = x;
+		y[i] = i < nneg ? 0.0 : 1.0;
+	}
+
+	int wl[2] = {0, 1};
+	double wt[2] = {(double)l / (2.0 * nneg), (double)l / (2.0 * npos)};
+	struct svm_parameter par = {
+		.svm_type = C_SVC, .kernel_type = RBF, .degree = 3, .gamma = 0.5, .coef0 = 0.0,
+		.cache_size = 200, .eps = 1e-3, .C = 1.0, .nr_weight = 2, .weight_label = wl,
+		.weight = wt, .nu = 0.5, .p = 0.1, .shrinking = 1, .probability = 0,
+	};
+	struct svm_problem prob = {.l = l, .y = y, .x = xs};
+	if (svm_check_parameter(&prob, &par) != NULL)
+		goto fail;
+	svm_set_print_string_function(svm_quiet);
+	struct svm_model *model = svm_train(&prob, &par);
+	if (model == NULL)
+		goto fail;
+
+	m->gamma = par.gamma;
+	m->rho = model->rho[0];
+	m->nsv = model->l;
+	m->label_pos = model->label[0]; /* decision > 0 votes for the first class */
+	m->npos = npos;
+	m->nneg = nneg;
+	m->sv = malloc(sizeof *m->sv * 2 * (size_t)(m->nsv > 0 ? m->nsv : 1));
+	m->coef = malloc(sizeof *m->coef * (size_t)(m->nsv > 0 ? m->nsv : 1));
+	if (m->sv == NULL || m->coef == NULL) {
+		svm_free_and_destroy_model(&model);
+		goto fail;
+	}
+	for (int i = 0; i < m->nsv; i++) {
+		const struct svm_node *x = model->SV[i];
+		m->sv[2 * i] = 0.0;
+		m->sv[2 * i + 1] = 0.0;
+		for (; x->index != -1; x++)
+			m->sv[2 * i + (x->index - 1)] = x->value;
+		m->coef[i] = model->sv_coef[0][i];
+	}
+	svm_free_and_destroy_model(&model);
+	free(nodes);
+	free(xs);
+	free(y);
+	return m;
+fail:
+	free(nodes);
+	free(xs);
+	free(y);
+	apple_svm_free(&m);
+	return NULL;
+}
+
+void apple_svm_free(apple_svm_t **mp)
+{
+	apple_svm_t *m = *mp;
+
+	if (m == NULL)
+		return;
+	free(m->sv);
+	free(m->coef);
+	free(m);
+	*mp = NULL;
+}
+
+double apple_svm_decision(const apple_svm_t *m, double f0, double f1)
+{
+	/* libsvm: k = exp(-gamma sum (x - sv)^2), sum_k coef_k k - rho, in SV order */
+	double sum = 0.0;
+
+	for (int i = 0; i < m->nsv; i++) {
+		double d0 = f0 - m->sv[2 * i], d1 = f1 - m->sv[2 * i + 1];
+		double d2 = 0.0;
+		d2 += d0 * d0;
+		d2 += d1 * d1;
+		sum += m->coef[i] * exp(-m->gamma * d2);
+	}
+	return sum - m->rho;
+}
+
+void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
+			 int r0, int r1, uint8_t *seg)
+{
+	for (int r = r0; r < r1; r++)
+		for (int c = 0; c < nw; c++) {
+			size_t o = (size_t)r * nw + c;
+			double f0 = mean[o], f1 = std[o];
+			f0 -= m->mu[0];
+			f0 /= m->scale[0];
+			f1 -= m->mu[1];
+			f1 /= m->scale[1];
+			int label = apple_svm_decision(m, f0, f1) > 0 ? m->label_pos : 1 - m->label_pos;
+			seg[(size_t)(r - r0) * nw + c] = (uint8_t)(label == 1);
+		}
+}
+
+int apple_seg_uniform(const uint8_t *seg, size_t n)
+{
+	size_t ones = 0;
+
+	for (size_t i = 0; i < n; i++)
+		ones += seg[i] != 0;
+	return ones == n ? 1 : ones == 0 ? -1 : 0;
+}
+
+/* ---- step 6: morphology ------------------------------------------------ */
+
+static inline long long floordiv(long long a, long long b)
+{
+	long long q = a / b;
+	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+void apple_edt2(const uint8_t *a, int h, int w, int32_t *d2, int32_t *work)
+{
+	const int H = h + 2, W = w + 2, M = H > W ? H : W;
+	int32_t *g = work;
+
+	/* phase 1: vertical distance to the nearest 0 (pad rows are 0) */
+	for (int x = 0; x < W; x++) {
+		g[x] = 0;
+		for (int y = 1; y < H; y++) {
+			int in = y >= 1 && y <= h && x >= 1 && x <= w && a[(size_t)(y - 1) * w + x - 1];
+			g[(size_t)y * W + x] = in ? g[(size_t)(y - 1) * W + x] + 1 : 0;
+		}
+		for (int y = H - 2; y >= 0; y--)
+			if (g[(size_t)(y + 1) * W + x] < g[(size_t)y * W + x])
+				g[(size_t)y * W + x] = g[(size_t)(y + 1) * W + x] + 1;
+	}
+	/* phase 2 (Meijster): lower envelope of parabolas, exact integers */
+	int32_t *s = work + (size_t)H * W, *t = s + M;
+	for (int y = 1; y <= h; y++) {
+		const int32_t *G = g + (size_t)y * W;
+		int k = 0;
+		s[0] = 0;
+		t[0] = 0;
+#define F(x, i) ((long long)((x) - (i)) * ((x) - (i)) + (long long)G[i] * G[i])
+		for (int u = 1; u < W; u++) {
+			while (k >= 0 && F(t[k], s[k]) > F(t[k], u))
+				k--;
+			if (k < 0) {
+				k = 0;
+				s[0] = u;
+			} else {
+				long long num = (long long)u * u - (long long)s[k] * s[k] +
+						(long long)G[u] * G[u] - (long long)G[s[k]] * G[s[k]];
+				long long wv = 1 + floordiv(num, 2LL * (u - s[k]));
+				if (wv < W) {
+					k++;
+					s[k] = u;
+					t[k] = (int32_t)wv;
+				}
+			}
+		}
+		for (int u = W - 1; u >= 0; u--) {
+			if (u >= 1 && u <= w)
+				d2[(size_t)(y - 1) * w + u - 1] = (int32_t)F(u, s[k]);
+			if (u == t[k])
+				k--;
+		}
+#undef F
+	}
+}
+
+static inline int32_t uf_find(int32_t *par, int32_t p)
+{
+	while (par[p] != p) {
+		par[p] = par[par[p]];
+		p = par[p];
+	}
+	return p;
+}
+
+static inline void uf_union(int32_t *par, int32_t a, int32_t b)
+{
+	a = uf_find(par, a);
+	b = uf_find(par, b);
+	if (a < b)
+		par[b] = a;
+	else if (b < a)
+		par[a] = b;
+}
+
+int apple_label8(const uint8_t *a, int h, int w, int32_t *lab, int32_t *par)
+{
+	int nlab = 0;
+
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			int32_t p = y * w + x;
+			if (!a[p])
+				continue;
+			par[p] = p;
+			if (x > 0 && a[p - 1])
+				uf_union(par, p, p - 1);
+			if (y > 0) {
+				if (x > 0 && a[p - w - 1])
+					uf_union(par, p, p - w - 1);
+				if (a[p - w])
+					uf_union(par, p, p - w);
+				if (x + 1 < w && a[p - w + 1])
+					uf_union(par, p, p - w + 1);
+			}
+		}
+	/* roots are the smallest pixel index of their component: raster order */
+	for (int32_t p = 0; p < h * w; p++) {
+		if (!a[p]) {
+			lab[p] = 0;
+			continue;
+		}
+		int32_t r = uf_find(par, p);
+		lab[p] = r == p ? ++nlab : lab[r];
+	}
+	return nlab;
+}
+
+size_t apple_morphology_work_size(int nw)
+{
+	size_t n2 = (size_t)nw * nw;
+	return 3 * n2 + n2 + 1 + (size_t)(nw + 2) * (nw + 2) + 2 * (size_t)(nw + 2) + 16;
+}
+
+/* filled = a with the 4-connected background components that do not reach
+ * the border set to 1 (scipy.ndimage.binary_fill_holes). */
+static void fill_holes(const uint8_t *a, int h, int w, uint8_t *filled, int32_t *stack)
+{
+	size_t n = (size_t)h * w, sp = 0;
+
+	for (size_t p = 0; p < n; p++)
+		filled[p] = 1; /* 1 = object or hole until the border flood reaches it */
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			int32_t p = y * w + x;
+			if ((y == 0 || x == 0 || y == h - 1 || x == w - 1) && !a[p] && filled[p]) {
+				filled[p] = 0;
+				stack[sp++] = p;
+			}
+		}
+	while (sp > 0) {
+		int32_t p = stack[--sp];
+		int y = p / w, x = p % w;
+		int32_t nb[4] = {x > 0 ? p - 1 : -1, x + 1 < w ? p + 1 : -1, y > 0 ? p - w : -1,
+				 y + 1 < h ? p + w : -1};
+		for (int k = 0; k < 4; k++)
+			if (nb[k] >= 0 && !a[nb[k]] && filled[nb[k]]) {
+				filled[nb[k]] = 0;
+				stack[sp++] = nb[k];
+			}
+	}
+}
+
+void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, uint8_t *work8,
+		      int32_t *work32)
+{
+	const int nw = s->nw;
+	const size_t n2 = (size_t)nw * nw;
+	int32_t *d2 = work32, *lab = work32 + n2, *par = lab + n2, *edtw = par + n2;
+	uint8_t *filled = work8;
+	size_t p;
+
+	fill_holes(seg, nw, nw, filled, par);
+	for (p = 0; p < n2 && filled[p]; p++)
+		;
+	if (p == n2) {
+		memcpy(out, seg, n2);
+		for (int y = 0; y < 100 && y < nw; y++)
+			memset(out + (size_t)y * nw, 0, (size_t)(nw < 100 ? nw : 100));
+		fill_holes(out, nw, nw, filled, par);
+	}
+	apple_edt2(filled, nw, nw, d2, edtw);
+	const long long rmin = (long long)s->min_size * s->min_size,
+			rmax = (long long)s->max_size * s->max_size;
+	for (p = 0; p < n2; p++)
+		out[p] = d2[p] > rmin;
+	int nl = apple_label8(out, nw, nw, lab, par);
+	uint8_t *hit = (uint8_t *)par; /* parents are no longer needed */
+	memset(hit, 0, (size_t)nl + 1);
+	for (p = 0; p < n2; p++)
+		if (d2[p] > rmax)
+			hit[lab[p]] = 1;
+	for (p = 0; p < n2; p++)
+		if (out[p] && hit[lab[p]])
+			out[p] = 0;
+}
+
+/* ---- step 7: pick ------------------------------------------------------ */
+
+int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
+	       int maxpick)
+{
+	const int nw = s->nw, q = s->query, lo = q / 2 - 1, hi = q / 2, m = nw - lo - hi;
+	const size_t mm = (size_t)m * m;
+	const int moa = s->moa;
+	uint8_t *t = malloc(mm), *img = malloc(mm);
+	int32_t *lab = malloc(sizeof *lab * mm), *par = malloc(sizeof *par * mm);
+	long long *cnt = NULL, *sr = NULL, *sc = NULL;
+	int32_t *cy = NULL, *cx = NULL, *ccount = NULL;
+	int npick = 0, ret = SP_ENOMEM;
+
+	if (t == NULL || img == NULL || lab == NULL || par == NULL)
+		goto out;
+	for (int y = 0; y < m; y++)
+		memcpy(t + (size_t)y * m, seg + (size_t)(y + lo) * nw + lo, (size_t)m);
+
+	/* drop components larger than max_size^2 */
+	int nl = apple_label8(t, m, m, lab, par);
+	cnt = calloc((size_t)nl + 1, sizeof *cnt);
+	if (cnt == NULL)
+		goto out;
+	for (size_t i = 0; i < mm; i++)
+		cnt[lab[i]]++;
+	for (size_t i = 0; i < mm; i++)
+		if (lab[i] != 0 && cnt[lab[i]] > (long long)s->max_size * s->max_size)
+			t[i] = 0;
+	nl = apple_label8(t, m, m, lab, par);
+
+	/* centres of mass, rounded half to even (np.rint) */
+	int ncent = p->fix_quirks ? nl : (nl > 1 ? nl - 1 : 0);
+	sr = calloc((size_t)nl + 1, sizeof *sr);
+	sc = calloc((size_t)nl + 1, sizeof *sc);
+	free(cnt);
+	cnt = calloc((size_t)nl + 1, sizeof *cnt);
+	cy = malloc(sizeof *cy * (size_t)(ncent + 1));
+	cx = malloc(sizeof *cx * (size_t)(ncent + 1));
+	if (sr == NULL || sc == NULL || cnt == NULL || cy == NULL || cx == NULL)
+		goto out;
+	for (int y = 0; y < m; y++)
+		for (int x = 0; x < m; x++) {
+			int32_t l = lab[(size_t)y * m + x];
+			sr[l] += y;
+			sc[l] += x;
+			cnt[l]++;
+		}
+	for (int i = 0; i < ncent; i++) {
+		cy[i] = (int32_t)rint((double)sr[i + 1] / (double)cnt[i + 1]);
+		cx[i] = (int32_t)rint((double)sc[i + 1] / (double)cnt[i + 1]);
+	}
+
+	/* isolation: dilate the centres by a disk of radius moa */
+	int area = 0;
+	for (int dy = -moa; dy <= moa; dy++)
+		for (int dx = -moa; dx <= moa; dx++)
+			area += dx * dx + dy * dy <= moa * moa;
+	memset(img, 0, mm);
+	for (int i = 0; i < ncent; i++)
+		for (int dy = -moa; dy <= moa; dy++)
+			for (int dx = -moa; dx <= moa; dx++) {
+				int y = cy[i] + dy, x = cx[i] + dx;
+				if (dx * dx + dy * dy <= moa * moa && y >= 0 && y < m && x >= 0 && x < m)
+					img[(size_t)y * m + x] = 1;
+			}
+	int nd = apple_label8(img, m, m, lab, par);
+	free(cnt);
+	cnt = calloc((size_t)nd + 1, sizeof *cnt);
+	ccount = calloc((size_t)nd + 1, sizeof *ccount);
+	if (cnt == NULL || ccount == NULL)
+		goto out;
+	for (size_t i = 0; i < mm; i++)
+		cnt[lab[i]]++;
+
+	for (int k = 0; k < ncent; k++)
+		ccount[lab[(size_t)cy[k] * m + cx[k]]]++;
+	for (int v = 0; v <= (p->fix_quirks ? ncent - 1 : nd); v++) {
+		int k = v;
+		if (p->fix_quirks) {
+			/* centre v: kept when alone in a component of the disk's area */
+			int32_t l = lab[(size_t)cy[v] * m + cx[v]];
+			if (cnt[l] != area || ccount[l] != 1)
+				continue;
+		} else {
+			/* the reference: component label v of the disk's area -> centre v - 1 */
+			if (cnt[v] != area)
+				continue;
+			k = v - 1;
+			if (k < 0)
+				k += ncent; /* NumPy's index -1 */
+			if (k < 0 || k >= ncent)
+				continue; /* the reference raises IndexError here */
+		}
+		if (npick < maxpick) {
+			xy[2 * npick] = 2 * (cx[k] + 2 * lo + 1) + p->margin_left;
+			xy[2 * npick + 1] = 2 * (cy[k] + 2 * lo + 1) + p->margin_top;
+		}
+		npick++;
+	}
+	ret = npick;
+out:
+	free(t);
+	free(img);
+	free(lab);
+	free(par);
+	free(cnt);
+	free(sr);
+	free(sc);
+	free(cy);
+	free(cx);
+	free(ccount);
+	return ret;
+}

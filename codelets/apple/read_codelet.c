@@ -1,0 +1,98 @@
+/* StarPU glue of apple.read: an MRC micrograph into a registered float32 buffer. */
+#include <stdlib.h>
+
+#include "../../src/stage.h"
+#include "apple_glue.h"
+
+struct apple_read_arg {
+	sp_taskctx_t *ctx;
+	apple_mic_val_t *v;
+};
+
+static void read_cpu(void *buffers[], void *cl_arg)
+{
+	struct apple_read_arg *a = cl_arg;
+	sp_err_t err = { 0 };
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (apple_mrc_read_f32(a->v->path, &a->v->hdr, (float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			       &err) != 0)
+		sp_status_set_err(a->ctx->status, &err);
+}
+
+/* File I/O runs on CPU workers only. */
+static struct starpu_codelet read_cl = {
+	.cpu_funcs = { read_cpu },
+	.cpu_funcs_name = { "apple_read_cpu" },
+	.nbuffers = 1,
+	.modes = { STARPU_W },
+	.name = "apple_read",
+};
+
+static void mic_free(sp_value_t *v)
+{
+	apple_mic_val_t *m = (apple_mic_val_t *)v;
+	if (m->h != NULL)
+		starpu_data_unregister(m->h);
+	starpu_free(m->data);
+	free(m->arg);
+	free(m->path);
+	free(m);
+}
+
+static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		    sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	apple_mic_val_t *m = calloc(1, sizeof *m);
+	sp_err_t err = { 0 };
+	(void)in;
+	if (m == NULL)
+		return SP_ENOMEM;
+	m->base.type = "apple.micrograph";
+	m->base.free_cb = mic_free;
+	*out = &m->base;
+	m->path = sp_item_param(item, st, "file");
+	m->arg = calloc(1, sizeof *m->arg);
+	if (m->path == NULL || m->arg == NULL)
+		return SP_ENOMEM;
+	/* The header now (sizes, mode, truncation); the pixels by a task. */
+	if (apple_mrc_open(m->path, &m->hdr, &err) != 0)
+		return sp_status_set_err(status, &err);
+	size_t n = (size_t)m->hdr.ny * (size_t)m->hdr.nx;
+	if (starpu_malloc((void **)&m->data, n * sizeof(float)) != 0) {
+		m->data = NULL;
+		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %zu bytes", m->path,
+				     n * sizeof(float));
+	}
+	starpu_vector_data_register(&m->h, STARPU_MAIN_RAM, (uintptr_t)m->data, (uint32_t)n,
+				    sizeof(float));
+	m->arg->v = m;
+	m->arg->ctx = sp_item_taskctx(item, st, "apple_read");
+	if (m->arg->ctx == NULL)
+		return SP_ENOMEM;
+	sp_taskctx_submitting(m->arg->ctx);
+	int ret = starpu_task_insert(&read_cl, STARPU_W, m->h, STARPU_CL_ARGS_NFREE, m->arg,
+				     sizeof *m->arg, SP_TASK_ARGS(m->arg->ctx), 0);
+	if (ret != 0)
+		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", m->path, ret);
+	return 0;
+}
+
+static const sp_param_spec_t read_params[] = {
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6; one section)" },
+};
+static const sp_port_spec_t read_outputs[] = {
+	{ "micrograph", "apple.micrograph", "the micrograph, float32 [rows][columns]" },
+};
+
+const sp_stage_kind_t sp_apple_read_kind = {
+	.name = "apple.read",
+	.help = "Read a cryo-EM micrograph (MRC)",
+	.params = read_params,
+	.nparams = 1,
+	.outputs = read_outputs,
+	.noutputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = read_run,
+};

@@ -1,0 +1,230 @@
+/* RELION STAR and EMAN BOX coordinate files: writers in APPLE's layout, a tolerant STAR reader. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "star.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/fsutil.h"
+
+/* A growing text buffer; a failed append sets oom and keeps the text. */
+typedef struct text {
+	char *s;
+	size_t len, cap;
+	int oom;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void text_add(text_t *t, const char *fmt, ...)
+{
+	va_list ap;
+	char line[128];
+
+	va_start(ap, fmt);
+	int k = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (t->oom || k < 0 || (size_t)k >= sizeof line) {
+		t->oom = 1;
+		return;
+	}
+	if (t->len + (size_t)k + 1 > t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 4096;
+		while (cap < t->len + (size_t)k + 1)
+			cap *= 2;
+		char *s = realloc(t->s, cap);
+		if (s == NULL) {
+			t->oom = 1;
+			return;
+		}
+		t->s = s;
+		t->cap = cap;
+	}
+	memcpy(t->s + t->len, line, (size_t)k + 1);
+	t->len += (size_t)k;
+}
+
+static int text_write(text_t *t, const char *path, sp_err_t *err)
+{
+	int rc = t->oom ? sp_seterr(err, SP_ENOMEM, "%s: out of memory", path)
+			: sp_write_file_atomic(path, t->s != NULL ? t->s : "", t->len, err);
+	free(t->s);
+	return rc;
+}
+
+static const char star_head[] = "data_root\n\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n";
+
+int apple_star_write(const char *path, const int *xy, size_t n, sp_err_t *err)
+{
+	text_t t = { 0 };
+
+	text_add(&t, "%s", star_head);
+	for (size_t k = 0; k < n; k++)
+		text_add(&t, "%d %d\n", xy[2 * k], xy[2 * k + 1]);
+	return text_write(&t, path, err);
+}
+
+int apple_star_write_f64(const char *path, const double *xy, size_t n, int decimals,
+			 sp_err_t *err)
+{
+	text_t t = { 0 };
+
+	if (decimals < 0 || decimals > 9)
+		return sp_seterr(err, SP_EINVAL, "%s: decimals %d not in 0 .. 9", path, decimals);
+	for (size_t k = 0; k < 2 * n; k++)
+		if (!isfinite(xy[k]) || fabs(xy[k]) > 1e15)
+			return sp_seterr(err, SP_EINVAL, "%s: coordinate %zu (%g) is not a finite "
+					 "pixel position", path, k / 2, xy[k]);
+	text_add(&t, "%s", star_head);
+	for (size_t k = 0; k < n; k++) {
+		if (decimals == 0)
+			text_add(&t, "%lld %lld\n", llround(xy[2 * k]), llround(xy[2 * k + 1]));
+		else
+			text_add(&t, "%.*f %.*f\n", decimals, xy[2 * k], decimals, xy[2 * k + 1]);
+	}
+	return text_write(&t, path, err);
+}
+
+int apple_box_write(const char *path, const int *xy, size_t n, int box, sp_err_t *err)
+{
+	text_t t = { 0 };
+
+	if (box < 1)
+		return sp_seterr(err, SP_EINVAL, "%s: box size %d must be >= 1", path, box);
+	for (size_t k = 0; k < n; k++)
+		text_add(&t, "%d\t%d\t%d\t%d\n", xy[2 * k] - box / 2, xy[2 * k + 1] - box / 2, box,
+			 box);
+	return text_write(&t, path, err);
+}
+
+/* Reading.  States: outside a loop, in a loop's labels, in its rows. */
+enum { OUTSIDE, LABELS, ROWS };
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+int apple_star_read(const char *path, double **xy, size_t *n, sp_err_t *err)
+{
+	*xy = NULL;
+	*n = 0;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return sp_seterr(err, errno == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path,
+				 strerror(errno));
+	char *line = NULL, *tok[256];
+	size_t lcap = 0, cnt = 0, cap = 0;
+	double *out = NULL;
+	int state = OUTSIDE, ncol = 0, xcol = -1, ycol = -1, found = 0, rc = 0;
+	long lineno = 0;
+	ssize_t len;
+
+	while (!found && (len = getline(&line, &lcap, f)) >= 0) {
+		lineno++;
+		char *s = trim(line);
+		if (*s == '#')
+			continue;
+		if (state == LABELS && *s == '\0')
+			continue;
+		if (state == LABELS && *s == '_') {
+			char *end = s;
+			while (*end != '\0' && !isspace((unsigned char)*end))
+				end++;
+			*end = '\0';
+			if (strcmp(s, "_rlnCoordinateX") == 0)
+				xcol = ncol;
+			else if (strcmp(s, "_rlnCoordinateY") == 0)
+				ycol = ncol;
+			ncol++;
+			continue;
+		}
+		if (state == LABELS)
+			state = ROWS; /* the first row: falls through */
+		if (state == ROWS) {
+			if (*s == '\0' || strncmp(s, "data_", 5) == 0 || strncmp(s, "loop_", 5) == 0 ||
+			    *s == '_') {
+				if (xcol >= 0 && ycol >= 0) {
+					found = 1;
+					break;
+				}
+				state = OUTSIDE; /* another loop: look on */
+			} else if (xcol >= 0 && ycol >= 0) {
+				int nt = 0;
+				for (char *p = strtok(s, " \t"); p != NULL && nt < 256;
+				     p = strtok(NULL, " \t"))
+					tok[nt++] = p;
+				if ((nt < ncol && nt < 256) || nt <= xcol || nt <= ycol) {
+					rc = sp_seterr(err, SP_EFORMAT,
+						       "%s:%ld: expected %d columns, found %d", path,
+						       lineno, ncol, nt);
+					goto out;
+				}
+				if (cnt == cap) {
+					size_t nc = cap ? 2 * cap : 256;
+					double *o = realloc(out, nc * 2 * sizeof *o);
+					if (o == NULL) {
+						rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+						goto out;
+					}
+					out = o;
+					cap = nc;
+				}
+				for (int c = 0; c < 2; c++) {
+					const char *v = tok[c == 0 ? xcol : ycol];
+					char *end;
+					errno = 0;
+					double d = strtod(v, &end);
+					if (*end != '\0' || errno != 0 || !isfinite(d)) {
+						rc = sp_seterr(err, SP_EFORMAT,
+							       "%s:%ld: '%s' is not a finite number "
+							       "(%s)", path, lineno, v,
+							       c == 0 ? "_rlnCoordinateX"
+								      : "_rlnCoordinateY");
+						goto out;
+					}
+					out[2 * cnt + c] = d;
+				}
+				cnt++;
+				continue;
+			} else {
+				continue; /* rows of a loop we do not want */
+			}
+		}
+		/* OUTSIDE: only "loop_" matters (data_ names and key-value
+		 * pairs are ignored). */
+		if (strncmp(s, "loop_", 5) == 0) {
+			state = LABELS;
+			ncol = 0;
+			xcol = ycol = -1;
+		}
+	}
+	if (!found && state != OUTSIDE && xcol >= 0 && ycol >= 0)
+		found = 1; /* the loop ran to the end of the file */
+	if (ferror(f))
+		rc = sp_seterr(err, SP_EIO, "%s: read error", path);
+	else if (!found)
+		rc = sp_seterr(err, SP_EFORMAT,
+			       "%s: no loop_ with both _rlnCoordinateX and _rlnCoordinateY", path);
+out:
+	free(line);
+	fclose(f);
+	if (rc != 0) {
+		free(out);
+		return rc;
+	}
+	*xy = cnt > 0 ? out : NULL;
+	if (cnt == 0)
+		free(out);
+	*n = cnt;
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* Particle coordinate files: RELION STAR (write and read) and EMAN BOX (write). */
+#ifndef SP_APPLE_STAR_H
+#define SP_APPLE_STAR_H
+
+/*
+ * DESIGN: coordinates are in pixels of the original micrograph, x = column,
+ * y = row (RELION's convention), stored as pairs xy[2 k], xy[2 k + 1].  The
+ * STAR file written is exactly APPLE's (ASPIRE's) layout:
+ *
+ *     data_root
+ *     <blank>
+ *     loop_
+ *     _rlnCoordinateX #1
+ *     _rlnCoordinateY #2
+ *     1889 149
+ *     ...
+ *
+ * The reader is tolerant, for truth files and other pickers' output: any
+ * data block name ("data_", "data_root", several blocks: the first loop
+ * with both labels is used), comments ('#' lines), labels with or without
+ * "#N" (columns are located by label, extra columns ignored).  All files
+ * are written atomically (PATH.tmp.PID, fsync, rename).
+ */
+
+#include <stddef.h>
+
+#include "../../src/error.h"
+
+/* Writes n integer picks xy[n][2] as a STAR file (layout above).  Returns
+ * 0, SP_ENOMEM or SP_EIO. */
+int apple_star_write(const char *path, const int *xy, size_t n, sp_err_t *err);
+
+/* As apple_star_write() for fractional coordinates (truth files), each
+ * printed with `decimals` digits after the point (0 .. 9; 0 gives integers
+ * rounded half away from zero).  Returns 0, SP_EINVAL, SP_ENOMEM or
+ * SP_EIO. */
+int apple_star_write_f64(const char *path, const double *xy, size_t n, int decimals,
+			 sp_err_t *err);
+
+/* Writes n picks as an EMAN BOX file: one line per pick,
+ * "x - box/2 TAB y - box/2 TAB box TAB box" (integer division: the box's
+ * lower-left corner in EMAN's convention as APPLE writes it).  box >= 1.
+ * Returns 0, SP_EINVAL, SP_ENOMEM or SP_EIO. */
+int apple_box_write(const char *path, const int *xy, size_t n, int box, sp_err_t *err);
+
+/* Reads the _rlnCoordinateX/_rlnCoordinateY columns of `path`.  On success
+ * *xy is a malloc'ed double[*n][2] (NULL when *n is 0) that the caller
+ * frees.  Returns 0, SP_ENOENT, SP_EIO, SP_EFORMAT ("PATH:LINE: reason":
+ * no loop with both labels, a short row, a value that is not a finite
+ * number) or SP_ENOMEM. */
+int apple_star_read(const char *path, double **xy, size_t *n, sp_err_t *err);
+
+#endif /* SP_APPLE_STAR_H */

@@ -1,0 +1,114 @@
+/* StarPU glue of apple.write: the picks as RELION STAR and, on request, EMAN BOX files. */
+#include <stdlib.h>
+
+#include "../../src/fsutil.h"
+#include "../../src/stage.h"
+#include "apple_glue.h"
+#include "star.h"
+
+struct apple_write_arg {
+	sp_taskctx_t *ctx;
+	apple_picks_val_t *pv;
+	char *star, *box;
+	int box_size;
+};
+
+typedef struct apple_write_val {
+	sp_value_t base;
+	struct apple_write_arg arg;
+	struct starpu_task *task; /* not detached: waited for before freeing arg */
+} apple_write_val_t;
+
+static void write_cpu(void *buffers[], void *cl_arg)
+{
+	struct apple_write_arg *a = cl_arg;
+	const int *xy = (const int *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	sp_err_t err = { 0 };
+	if (sp_status_failed(a->ctx->status))
+		return;
+	int box = a->box_size > 0 ? a->box_size : a->pv->params.particle_size;
+	if (sp_make_parent(a->star, &err) != 0 ||
+	    apple_star_write(a->star, xy, (size_t)a->pv->npick, &err) != 0) {
+		sp_status_set_err(a->ctx->status, &err);
+		return;
+	}
+	sp_item_report_num(a->ctx->item, "picks", a->pv->npick);
+	if (a->box[0] != '\0' &&
+	    (sp_make_parent(a->box, &err) != 0 ||
+	     apple_box_write(a->box, xy, (size_t)a->pv->npick, box, &err) != 0)) {
+		remove(a->star); /* both files or neither */
+		sp_status_set_err(a->ctx->status, &err);
+	}
+}
+
+static struct starpu_codelet write_cl = {
+	.cpu_funcs = { write_cpu },
+	.cpu_funcs_name = { "apple_write_cpu" },
+	.nbuffers = 1,
+	.modes = { STARPU_R },
+	.name = "apple_write",
+};
+
+static void write_free(sp_value_t *v)
+{
+	apple_write_val_t *w = (apple_write_val_t *)v;
+	if (w->task != NULL)
+		(void)!starpu_task_wait(w->task);
+	free(w->arg.star);
+	free(w->arg.box);
+	free(w);
+}
+
+static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	apple_write_val_t *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return SP_ENOMEM;
+	w->base.type = "apple.write";
+	w->base.free_cb = write_free;
+	*out = &w->base;
+	w->arg.pv = (apple_picks_val_t *)in[0];
+	w->arg.star = sp_item_param(item, st, "star");
+	w->arg.box = sp_item_param(item, st, "box");
+	w->arg.box_size = (int)sp_param_int(sp_gstage_param(st, "box_size")->text);
+	w->arg.ctx = sp_item_taskctx(item, st, "apple_write");
+	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.ctx == NULL)
+		return SP_ENOMEM;
+	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.pv->h,
+						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
+						     SP_TASK_ARGS(w->arg.ctx), 0);
+	if (task == NULL)
+		return SP_ENOMEM;
+	task->detach = 0;
+	task->cl_arg_free = 0; /* StarPU 1.3's task_build ignores _NFREE */
+	sp_taskctx_submitting(w->arg.ctx);
+	int ret = starpu_task_submit(task);
+	if (ret != 0) {
+		starpu_task_destroy(task);
+		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
+				     w->arg.star, ret);
+	}
+	w->task = task;
+	return 0;
+}
+
+static const sp_param_spec_t write_params[] = {
+	{ "star", SP_PT_PATH, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)" },
+	{ "box", SP_PT_PATH, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)" },
+	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size" },
+};
+static const sp_port_spec_t write_inputs[] = {
+	{ "picks", "apple.picks", "particle centres" },
+};
+
+const sp_stage_kind_t sp_apple_write_kind = {
+	.name = "apple.write",
+	.help = "Write particle picks as RELION STAR (and EMAN BOX)",
+	.params = write_params,
+	.nparams = 3,
+	.inputs = write_inputs,
+	.ninputs = 1,
+	.impl = SP_IMPL_CPU,
+	.run = write_run,
+};

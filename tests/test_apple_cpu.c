@@ -1,0 +1,922 @@
+/* Unit tests of the APPLE-Picker CPU kernels against ASPIRE's intermediates on the 2k micrograph and naive references. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <fftw3.h>
+
+#include "../codelets/apple/apple.h"
+#include "testutil.h"
+
+/*
+ * DESIGN.  ../shared/data/apple/ holds ASPIRE's run on a simulated 2048^2
+ * micrograph (particle_size 78, tau 147/1470): the preprocessed image
+ * (float32 dump), score map, SVM and morphology segmentations and the
+ * picks.  The group setup runs the whole chain once, timing each step, and
+ * the tests compare each step's output, chained (our input) and, where the
+ * reference dumped the input, fed with the reference's input so that each
+ * step's own agreement shows.  Small random images check the kernels
+ * against slow obvious implementations (direct sums, erosion by
+ * definition, flood-fill labelling).
+ */
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n > 0 ? n : 1);
+	assert_non_null(p);
+	return p;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- test-local readers: MRC mode 2, NPY ('<f4', '|u1', '<i2'), STAR ---- */
+
+static float *read_mrc_f32(const char *path, int *ny, int *nx)
+{
+	FILE *f = fopen(path, "rb");
+	int32_t hdr[256];
+	float *d;
+
+	if (f == NULL || fread(hdr, 4, 256, f) != 256)
+		return NULL;
+	*nx = hdr[0];
+	*ny = hdr[1];
+	if (hdr[3] != 2 || hdr[2] != 1 || fseek(f, 1024 + hdr[23], SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	d = xmalloc(sizeof *d * (size_t)*nx * *ny);
+	if (fread(d, sizeof *d, (size_t)*nx * *ny, f) != (size_t)*nx * *ny) {
+		free(d);
+		d = NULL;
+	}
+	fclose(f);
+	return d;
+}
+
+/* Reads a C-order NPY file of dtype `descr` and 2-D shape [h][w] (v1/v2). */
+static void *read_npy(const char *rel, const char *descr, int h, int w, size_t esize)
+{
+	char path[1024], hdr[1024], want[128];
+	unsigned char pre[12];
+	FILE *f = fopen(shared_path(path, sizeof path, rel), "rb");
+	size_t hl, off;
+	void *d;
+
+	assert_non_null(f);
+	assert_int_equal(fread(pre, 1, 12, f), 12);
+	assert_memory_equal(pre, "\x93NUMPY", 6);
+	if (pre[6] == 1) {
+		hl = pre[8] | (size_t)pre[9] << 8;
+		off = 10;
+	} else {
+		hl = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+		off = 12;
+	}
+	assert_true(hl < sizeof hdr);
+	assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
+	assert_int_equal(fread(hdr, 1, hl, f), hl);
+	hdr[hl] = 0;
+	snprintf(want, sizeof want, "'descr': '%s'", descr);
+	assert_non_null(strstr(hdr, want));
+	assert_non_null(strstr(hdr, "'fortran_order': False"));
+	snprintf(want, sizeof want, "'shape': (%d, %d)", h, w);
+	assert_non_null(strstr(hdr, want));
+	d = xmalloc(esize * (size_t)h * w);
+	assert_int_equal(fread(d, esize, (size_t)h * w, f), (size_t)h * w);
+	fclose(f);
+	return d;
+}
+
+/* Reads the coordinate pairs of a STAR file (lines of two numbers). */
+static int read_star(const char *rel, double *xy, int max)
+{
+	char path[1024], line[256];
+	FILE *f = fopen(shared_path(path, sizeof path, rel), "r");
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f) != NULL) {
+		double x, y;
+		if (sscanf(line, "%lf %lf", &x, &y) == 2 && n < max) {
+			xy[2 * n] = x;
+			xy[2 * n + 1] = y;
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/* ---- the 2k chain, run once ---- */
+
+static struct chain {
+	apple_params_t p;
+	apple_sizes_t s;
+	int ny, nx;
+	float *mic, *pre32;
+	double *im, *mean, *std, *resp;
+	int32_t *ref, *score;
+	apple_svm_t *svm;
+	uint8_t *seg, *morph;
+	int xy[2 * 1024], npick;
+	double t[8];
+} C;
+
+static const char *step_names[] = {"preprocess", "moments", "refs+score (FFT)", "training set",
+				   "SVM train", "classify", "morphology", "pick"};
+
+static int setup_chain(void **state)
+{
+	char path[1024];
+	sp_err_t err;
+	double t0;
+	(void)state;
+
+	C.mic = read_mrc_f32(shared_path(path, sizeof path, "data/apple/synth_2k_float32.mrc"),
+			     &C.ny, &C.nx);
+	if (C.mic == NULL)
+		return -1;
+	C.p.particle_size = 78;
+	apple_params_defaults(&C.p);
+	if (apple_params_derive(&C.p, C.ny, C.nx, &C.s, &err) != 0)
+		return -1;
+	const apple_sizes_t *s = &C.s;
+	const int n = s->n, nw = s->nw, q = s->query, nq = s->gy * s->gx;
+
+	/* 1 preprocess */
+	double *work = xmalloc(sizeof(double) * apple_preprocess_work_size(&C.p, s));
+	C.im = xmalloc(sizeof(double) * (size_t)n * n);
+	C.pre32 = xmalloc(sizeof(float) * (size_t)n * n);
+	t0 = now();
+	apple_preprocess(&C.p, s, C.mic, C.ny, C.nx, C.im, C.pre32, work);
+	C.t[0] = now() - t0;
+	free(work);
+
+	/* 2 moments */
+	C.mean = xmalloc(sizeof(double) * (size_t)nw * nw);
+	C.std = xmalloc(sizeof(double) * (size_t)nw * nw);
+	work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
+	t0 = now();
+	apple_moments(C.im, n, q, C.mean, C.std, work);
+	C.t[1] = now() - t0;
+	free(work);
+
+	/* 3 score, in two halves as two tasks would */
+	C.ref = xmalloc(sizeof(int32_t) * 2 * (size_t)s->nref);
+	C.resp = xmalloc(sizeof(double) * (size_t)nq * s->nref);
+	C.score = xmalloc(sizeof(int32_t) * (size_t)nq);
+	double *spec = xmalloc(sizeof(double) * 2 * apple_score_spec_size(q) * (size_t)s->nref);
+	apple_score_fft_t *fft = apple_score_fft_init(q);
+	assert_non_null(fft);
+	t0 = now();
+	apple_refs_select(s, C.mean, C.std, C.ref);
+	apple_score_refs_fft(fft, C.im, n, q, C.ref, s->nref, spec);
+	apple_score_responses(fft, C.im, n, q, s->gx, spec, s->nref, 0, nq / 2, C.resp);
+	apple_score_responses(fft, C.im, n, q, s->gx, spec, s->nref, nq / 2, nq,
+			      C.resp + (size_t)(nq / 2) * s->nref);
+	apple_score_finish(C.resp, nq, s->nref, C.score);
+	C.t[2] = now() - t0;
+	apple_score_fft_free(&fft);
+	free(spec);
+
+	/* 4-5 training set, SVM, classification (two row ranges) */
+	size_t nb = (size_t)(n / q) * (n / q);
+	double *feat = xmalloc(sizeof(double) * 2 * nb);
+	unsigned char *w8 = xmalloc(2 * (size_t)n * n);
+	int npos, nneg;
+	t0 = now();
+	if (apple_training_set(s, C.im, C.score, s->tau1, s->tau2, feat, &npos, &nneg, w8) != 0)
+		return -1;
+	C.t[3] = now() - t0;
+	t0 = now();
+	C.svm = apple_svm_new(feat, npos, nneg);
+	C.t[4] = now() - t0;
+	free(feat);
+	free(w8);
+	if (C.svm == NULL)
+		return -1;
+	C.seg = xmalloc((size_t)nw * nw);
+	t0 = now();
+	apple_classify_rows(C.svm, C.mean, C.std, nw, 0, nw / 3, C.seg);
+	apple_classify_rows(C.svm, C.mean, C.std, nw, nw / 3, nw, C.seg + (size_t)(nw / 3) * nw);
+	C.t[5] = now() - t0;
+
+	/* 6 morphology */
+	C.morph = xmalloc((size_t)nw * nw);
+	uint8_t *m8 = xmalloc((size_t)nw * nw);
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	t0 = now();
+	apple_morphology(s, C.seg, C.morph, m8, m32);
+	C.t[6] = now() - t0;
+	free(m8);
+	free(m32);
+
+	/* 7 pick */
+	t0 = now();
+	C.npick = apple_pick(&C.p, s, C.morph, C.xy, 1024);
+	C.t[7] = now() - t0;
+
+	double tot = 0;
+	for (int i = 0; i < 8; i++) {
+		print_message("# time %-18s %8.3f s\n", step_names[i], C.t[i]);
+		tot += C.t[i];
+	}
+	print_message("# time %-18s %8.3f s  (%d training examples: %d particle, %d noise; %d SVs)\n",
+		      "total", tot, npos + nneg, npos, nneg, C.svm->nsv);
+	return 0;
+}
+
+static int teardown_chain(void **state)
+{
+	(void)state;
+	free(C.mic);
+	free(C.pre32);
+	free(C.im);
+	free(C.mean);
+	free(C.std);
+	free(C.resp);
+	free(C.ref);
+	free(C.score);
+	apple_svm_free(&C.svm);
+	free(C.seg);
+	free(C.morph);
+	return 0;
+}
+
+/* ---- the 2k tests ---- */
+
+static void test_params(void **state)
+{
+	apple_params_t p = {.particle_size = 78};
+	apple_sizes_t s;
+	sp_err_t err;
+	(void)state;
+
+	apple_params_defaults(&p);
+	assert_int_equal(p.max_particle_size, 156);
+	assert_int_equal(p.min_particle_size, 19);
+	assert_int_equal(p.minimum_overlap_amount, 7);
+	assert_int_equal(p.query_image_size, 52);
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
+	assert_int_equal(s.particle, 39);
+	assert_int_equal(s.max_size, 78);
+	assert_int_equal(s.min_size, 9);
+	assert_int_equal(s.query, 26);
+	assert_int_equal(s.moa, 3);
+	assert_int_equal(s.container, 225);
+	assert_int_equal(s.n, 924);
+	assert_int_equal(s.nw, 899);
+	assert_int_equal(s.gy, 70);
+	assert_int_equal(s.nref, 64);
+	assert_int_equal(s.tau1, 147); /* scaled: the 4k defaults exceed 70^2 windows */
+	assert_int_equal(s.tau2, 1470);
+	/* a 4k micrograph keeps ASPIRE's defaults */
+	assert_int_equal(apple_params_derive(&p, 4096, 4096, &s, &err), 0);
+	assert_int_equal(s.tau1, 710);
+	assert_int_equal(s.tau2, 7100);
+	assert_int_equal(s.n, 1948);
+	p.particle_size = 4;
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), SP_EINVAL);
+	assert_non_null(strstr(err.msg, "particle_size"));
+}
+
+static void test_lowpass_kernel(void **state)
+{
+	char path[1024];
+	double k[225], v;
+	FILE *f = fopen(shared_path(path, sizeof path,
+				    "data/apple/aspire_gaussian_kernel_15x15_sigma0.5.txt"),
+			"r");
+	int nexact = 0;
+	double dmax = 0;
+	(void)state;
+
+	assert_non_null(f);
+	apple_lowpass_kernel(k);
+	for (int i = 0; i < 225; i++) {
+		assert_int_equal(fscanf(f, "%lf", &v), 1);
+		nexact += v == k[i];
+		if (fabs(v - k[i]) > dmax)
+			dmax = fabs(v - k[i]);
+	}
+	fclose(f);
+	print_message("# low-pass kernel: %d/225 entries bit-identical, max |diff| %.1e\n", nexact,
+		      dmax);
+	assert_true(dmax <= 1e-16);
+}
+
+static void test_preprocess(void **state)
+{
+	const int n = C.s.n;
+	float *ref = read_npy("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
+	size_t ndiff = 0, nn = (size_t)n * n;
+	double dmax = 0, rmax = 0;
+	(void)state;
+
+	for (size_t i = 0; i < nn; i++) {
+		double d = fabs((double)C.pre32[i] - ref[i]);
+		ndiff += C.pre32[i] != ref[i];
+		if (d > dmax)
+			dmax = d;
+		if (fabs(ref[i]) > rmax)
+			rmax = fabs(ref[i]);
+	}
+	print_message("# preprocess: %zu/%zu float32 values differ, max |diff| %.2e (rel %.1e)\n",
+		      ndiff, nn, dmax, dmax / rmax);
+	free(ref);
+	/* float32 rounding of a double result: at most one float32 ulp */
+	assert_true(dmax / rmax <= 2.4e-7);
+}
+
+static void test_score(void **state)
+{
+	const int g = C.s.gy;
+	int16_t *ref = read_npy("data/apple/ref_2k_score.npy", "<i2", g, g, sizeof(int16_t));
+	int ndiff = 0;
+	(void)state;
+
+	for (int i = 0; i < g * g; i++)
+		ndiff += C.score[i] != ref[i];
+	print_message("# score: %d/%d query scores differ\n", ndiff, g * g);
+	free(ref);
+	assert_int_equal(ndiff, 0);
+}
+
+static size_t count_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	size_t d = 0;
+	for (size_t i = 0; i < n; i++)
+		d += (a[i] != 0) != (b[i] != 0);
+	return d;
+}
+
+static void test_svm(void **state)
+{
+	const int nw = C.s.nw;
+	uint8_t *ref = read_npy("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
+	size_t nd = count_diff(C.seg, ref, (size_t)nw * nw), npart = 0;
+	(void)state;
+
+	for (size_t i = 0; i < (size_t)nw * nw; i++)
+		npart += C.seg[i] != 0;
+	assert_int_equal(apple_seg_uniform(C.seg, (size_t)nw * nw), 0);
+	print_message("# svm segmentation: %zu/%zu pixels differ (particle fraction %.6f)\n", nd,
+		      (size_t)nw * nw, (double)npart / ((double)nw * nw));
+	free(ref);
+	assert_true(nd <= 10);
+}
+
+static void test_morphology(void **state)
+{
+	const int nw = C.s.nw;
+	uint8_t *svm = read_npy("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
+	uint8_t *ref = read_npy("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
+	uint8_t *out = xmalloc((size_t)nw * nw), *m8 = xmalloc((size_t)nw * nw);
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	(void)state;
+
+	apple_morphology(&C.s, svm, out, m8, m32);
+	size_t fed = count_diff(out, ref, (size_t)nw * nw);
+	size_t chained = count_diff(C.morph, ref, (size_t)nw * nw);
+	print_message("# morphology: %zu pixels differ fed with the reference SVM segmentation, "
+		      "%zu chained\n", fed, chained);
+	free(svm);
+	free(ref);
+	free(out);
+	free(m8);
+	free(m32);
+	assert_int_equal(fed, 0);
+}
+
+static int match_picks(const int *xy, int n, const double *ref, int nref)
+{
+	int same = n == nref;
+	for (int i = 0; same && i < n; i++)
+		same = xy[2 * i] == (int)ref[2 * i] && xy[2 * i + 1] == (int)ref[2 * i + 1];
+	return same;
+}
+
+/* Precision and recall against the truth (match radius particle_size / 4). */
+static void truth_score(const char *what, const int *xy, int n)
+{
+	static double truth[2 * 1024];
+	int nt = read_star("data/apple/synth_2k_float32_truth.star", truth, 1024), tp = 0, found = 0;
+	const double r = 78.0 / 4;
+
+	for (int i = 0; i < n; i++) {
+		int hit = 0;
+		for (int j = 0; j < nt && !hit; j++)
+			hit = hypot(xy[2 * i] - truth[2 * j], xy[2 * i + 1] - truth[2 * j + 1]) <= r;
+		tp += hit;
+	}
+	for (int j = 0; j < nt; j++) {
+		int hit = 0;
+		for (int i = 0; i < n && !hit; i++)
+			hit = hypot(xy[2 * i] - truth[2 * j], xy[2 * i + 1] - truth[2 * j + 1]) <= r;
+		found += hit;
+	}
+	print_message("# %s: %d picks, precision %.3f, recall %.3f (%d true particles)\n", what, n,
+		      n ? (double)tp / n : 0.0, nt ? (double)found / nt : 0.0, nt);
+}
+
+static void test_pick(void **state)
+{
+	const int nw = C.s.nw;
+	static double ref[2 * 1024];
+	static int xy[2 * 1024];
+	uint8_t *morph = read_npy("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
+	int nref = read_star("data/apple/ref_2k_applepick.star", ref, 1024);
+	(void)state;
+
+	int n = apple_pick(&C.p, &C.s, morph, xy, 1024);
+	int fed = match_picks(xy, n, ref, nref);
+	int chained = match_picks(C.xy, C.npick, ref, nref);
+	print_message("# pick: %d picks fed with the reference morphology (reference %d): %s; "
+		      "chained %d: %s\n", n, nref, fed ? "identical" : "DIFFERENT", C.npick,
+		      chained ? "identical" : "different");
+	truth_score("reference quirks", xy, n);
+	apple_params_t pf = C.p;
+	pf.fix_quirks = 1;
+	int nf = apple_pick(&pf, &C.s, morph, xy, 1024), common = 0;
+	truth_score("fix_quirks", xy, nf);
+	for (int i = 0; i < nf; i++)
+		for (int j = 0; j < nref; j++)
+			if (xy[2 * i] == (int)ref[2 * j] && xy[2 * i + 1] == (int)ref[2 * j + 1]) {
+				common++;
+				break;
+			}
+	print_message("# fix_quirks: %d of its %d picks are among the reference's %d\n", common,
+		      nf, nref);
+	free(morph);
+	assert_true(fed);
+}
+
+/* ---- small random images against slow obvious implementations ---- */
+
+static uint64_t rng = 88172645463325252ULL;
+static double urand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void test_moments_direct(void **state)
+{
+	const int n = 37, q = 8, nw = n - q + 1;
+	double *im = xmalloc(sizeof(double) * n * n), *mean = xmalloc(sizeof(double) * nw * nw);
+	double *std = xmalloc(sizeof(double) * nw * nw), *work = xmalloc(sizeof(double) * 2 * n * nw);
+	double dm = 0, ds = 0;
+	(void)state;
+
+	for (int i = 0; i < n * n; i++)
+		im[i] = 1000.0 + 30.0 * urand();
+	apple_moments(im, n, q, mean, std, work);
+	for (int r = 0; r < nw; r++)
+		for (int c = 0; c < nw; c++) {
+			double s = 0, s2 = 0;
+			for (int a = 0; a < q; a++)
+				for (int b = 0; b < q; b++)
+					s += im[(r + a) * n + c + b];
+			s /= q * q;
+			for (int a = 0; a < q; a++)
+				for (int b = 0; b < q; b++)
+					s2 += (im[(r + a) * n + c + b] - s) * (im[(r + a) * n + c + b] - s);
+			s2 = sqrt(s2 / (q * q));
+			if (fabs(mean[r * nw + c] - s) > dm)
+				dm = fabs(mean[r * nw + c] - s);
+			if (fabs(std[r * nw + c] - s2) / s2 > ds)
+				ds = fabs(std[r * nw + c] - s2) / s2;
+		}
+	print_message("# moments vs direct (values ~1000 +- 30): max |mean diff| %.1e, max std "
+		      "rel diff %.1e\n", dm, ds);
+	assert_true(dm <= 1e-10);
+	assert_true(ds <= 1e-8);
+	free(im);
+	free(mean);
+	free(std);
+	free(work);
+}
+
+static void test_response_direct(void **state)
+{
+	const int n = 60, q = 10, g = 2 * n / q - 1, nref = 3;
+	int32_t ref[6] = {3, 7, 20, 1, 45, 33};
+	double *im = xmalloc(sizeof(double) * n * n);
+	double *spec = xmalloc(sizeof(double) * 2 * apple_score_spec_size(q) * nref);
+	double *resp = xmalloc(sizeof(double) * g * g * nref), *resp2 = xmalloc(sizeof(double) * g * g * nref);
+	apple_score_fft_t *f = apple_score_fft_init(q);
+	double dmax = 0;
+	(void)state;
+
+	assert_non_null(f);
+	for (int i = 0; i < n * n; i++)
+		im[i] = urand() - 0.3;
+	apple_score_refs_fft(f, im, n, q, ref, nref, spec);
+	apple_score_responses(f, im, n, q, g, spec, nref, 0, g * g, resp);
+	/* an arbitrary split gives the same bits */
+	apple_score_responses(f, im, n, q, g, spec, nref, 0, 17, resp2);
+	apple_score_responses(f, im, n, q, g, spec, nref, 17, g * g, resp2 + 17 * nref);
+	assert_memory_equal(resp, resp2, sizeof(double) * g * g * nref);
+	for (int k = 0; k < g * g; k++)
+		for (int r = 0; r < nref; r++) {
+			int wr = (k / g) * q / 2, wc = (k % g) * q / 2;
+			double mx = -INFINITY, sum = 0;
+			for (int dy = 0; dy < q; dy++)
+				for (int dx = 0; dx < q; dx++) {
+					double cc = 0;
+					for (int y = 0; y < q; y++)
+						for (int x = 0; x < q; x++)
+							cc += im[(ref[2 * r] + (y + dy) % q) * n + ref[2 * r + 1] + (x + dx) % q] *
+							      im[(wr + y) * n + wc + x];
+					sum += cc;
+					if (cc > mx)
+						mx = cc;
+				}
+			double d = fabs(resp[k * nref + r] - (mx - sum / (q * q)));
+			if (d > dmax)
+				dmax = d;
+		}
+	print_message("# responses vs direct cross-correlation: max |diff| %.1e\n", dmax);
+	assert_true(dmax <= 1e-12);
+	/* threshold and counts */
+	int32_t score[121];
+	assert_true(g * g <= 121);
+	apple_score_finish(resp, g * g, nref, score);
+	double mn = resp[0], mx = resp[0];
+	for (int t = 0; t < g * g * nref; t++) {
+		mn = resp[t] < mn ? resp[t] : mn;
+		mx = resp[t] > mx ? resp[t] : mx;
+	}
+	for (int k = 0; k < g * g; k++) {
+		int c = 0;
+		for (int r = 0; r < nref; r++)
+			c += resp[k * nref + r] >= mn + (mx - mn) / 20;
+		assert_int_equal(score[k], c);
+	}
+	apple_score_fft_free(&f);
+	assert_null(f);
+	free(im);
+	free(spec);
+	free(resp);
+	free(resp2);
+}
+
+static void test_erosion_definition(void **state)
+{
+	const int h = 41, w = 53;
+	uint8_t *a = xmalloc(h * w);
+	int32_t *d2 = xmalloc(sizeof(int32_t) * h * w);
+	int32_t *work = xmalloc(sizeof(int32_t) * ((h + 2) * (w + 2) + 3 * (w + 2) + 6));
+	(void)state;
+
+	for (int trial = 0; trial < 3; trial++) {
+		double dens = 0.9 + 0.04 * trial;
+		for (int i = 0; i < h * w; i++)
+			a[i] = urand() < dens;
+		apple_edt2(a, h, w, d2, work);
+		for (int r = 1; r <= 6; r++)
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++) {
+					int fits = 1; /* disk erosion, outside counts as 0 */
+					for (int dy = -r; dy <= r && fits; dy++)
+						for (int dx = -r; dx <= r && fits; dx++) {
+							if (dx * dx + dy * dy > r * r)
+								continue;
+							int yy = y + dy, xx = x + dx;
+							fits = yy >= 0 && yy < h && xx >= 0 && xx < w &&
+							       a[yy * w + xx];
+						}
+					assert_int_equal(d2[y * w + x] > r * r, fits);
+				}
+	}
+	free(a);
+	free(d2);
+	free(work);
+}
+
+static void test_label_floodfill(void **state)
+{
+	const int h = 47, w = 39;
+	uint8_t *a = xmalloc(h * w);
+	int32_t *lab = xmalloc(sizeof(int32_t) * h * w), *par = xmalloc(sizeof(int32_t) * h * w);
+	int32_t *ref = xmalloc(sizeof(int32_t) * h * w), *stack = xmalloc(sizeof(int32_t) * h * w);
+	(void)state;
+
+	for (int trial = 0; trial < 4; trial++) {
+		for (int i = 0; i < h * w; i++)
+			a[i] = urand() < 0.3 + 0.1 * trial;
+		int n = apple_label8(a, h, w, lab, par), nr = 0;
+		memset(ref, 0, sizeof(int32_t) * h * w);
+		for (int p = 0; p < h * w; p++) {
+			if (!a[p] || ref[p])
+				continue;
+			int sp = 0;
+			ref[p] = ++nr;
+			stack[sp++] = p;
+			while (sp > 0) {
+				int c = stack[--sp], y = c / w, x = c % w;
+				for (int dy = -1; dy <= 1; dy++)
+					for (int dx = -1; dx <= 1; dx++) {
+						int yy = y + dy, xx = x + dx;
+						if (yy < 0 || yy >= h || xx < 0 || xx >= w)
+							continue;
+						if (a[yy * w + xx] && !ref[yy * w + xx]) {
+							ref[yy * w + xx] = nr;
+							stack[sp++] = yy * w + xx;
+						}
+					}
+			}
+		}
+		assert_int_equal(n, nr);
+		assert_memory_equal(lab, ref, sizeof(int32_t) * h * w);
+	}
+	free(a);
+	free(lab);
+	free(par);
+	free(ref);
+	free(stack);
+}
+
+/* The reference's route for the moments (FFT convolution with a zero-padded
+ * box filter, size n + q - 1) against apple_moments() on the 2k image. */
+static void test_moments_fft_route(void **state)
+{
+	const int n = C.s.n, q = C.s.query, nw = C.s.nw, N = n + q - 1, nh = N / 2 + 1;
+	double *a = fftw_malloc(sizeof(double) * N * N), *e[2];
+	fftw_complex *fa = fftw_malloc(sizeof(fftw_complex) * N * nh);
+	fftw_complex *fb = fftw_malloc(sizeof(fftw_complex) * N * nh);
+	fftw_plan fwd = fftw_plan_dft_r2c_2d(N, N, a, fa, FFTW_ESTIMATE);
+	fftw_plan fwdb = fftw_plan_dft_r2c_2d(N, N, a, fb, FFTW_ESTIMATE);
+	fftw_plan inv = fftw_plan_dft_c2r_2d(N, N, fa, a, FFTW_ESTIMATE);
+	double dm = 0, ds = 0, mref = 0, sref = 0;
+	(void)state;
+
+	memset(a, 0, sizeof(double) * N * N);
+	for (int i = 0; i < q; i++)
+		for (int j = 0; j < q; j++)
+			a[i * N + j] = 1.0 / (q * q);
+	fftw_execute(fwdb);
+	for (int pw = 0; pw < 2; pw++) {
+		memset(a, 0, sizeof(double) * N * N);
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < n; j++) {
+				double v = C.im[(size_t)i * n + j];
+				a[i * N + j] = pw ? v * v : v;
+			}
+		fftw_execute(fwd);
+		for (int t = 0; t < N * nh; t++) {
+			double re = fa[t][0] * fb[t][0] - fa[t][1] * fb[t][1];
+			double im = fa[t][0] * fb[t][1] + fa[t][1] * fb[t][0];
+			fa[t][0] = re / ((double)N * N);
+			fa[t][1] = im / ((double)N * N);
+		}
+		fftw_execute(inv);
+		e[pw] = xmalloc(sizeof(double) * N * N);
+		memcpy(e[pw], a, sizeof(double) * N * N);
+	}
+	for (int r = 0; r < nw; r++)
+		for (int c = 0; c < nw; c++) {
+			size_t o = (size_t)(r + q - 1) * N + c + q - 1;
+			double mu = e[0][o], var = e[1][o] - mu * mu, sd = sqrt(var > 0 ? var : 0);
+			dm = fmax(dm, fabs(mu - C.mean[(size_t)r * nw + c]));
+			ds = fmax(ds, fabs(sd - C.std[(size_t)r * nw + c]));
+			mref = fmax(mref, fabs(mu));
+			sref = fmax(sref, sd);
+		}
+	print_message("# moments, direct sums vs the reference's FFT route: max |mean diff| %.1e "
+		      "(rel %.1e), max |std diff| %.1e (rel %.1e of max std)\n", dm, dm / mref, ds,
+		      ds / sref);
+	assert_true(dm / mref <= 1e-12);
+	assert_true(ds / sref <= 1e-8);
+	fftw_destroy_plan(fwd);
+	fftw_destroy_plan(fwdb);
+	fftw_destroy_plan(inv);
+	fftw_free(a);
+	fftw_free(fa);
+	fftw_free(fb);
+	free(e[0]);
+	free(e[1]);
+}
+
+/* Flood-fill labelling (8-connected, raster order of first pixel). */
+static int flood_label(const uint8_t *a, int h, int w, int32_t *ref, int32_t *stack)
+{
+	int nr = 0;
+
+	memset(ref, 0, sizeof(int32_t) * h * w);
+	for (int p = 0; p < h * w; p++) {
+		if (!a[p] || ref[p])
+			continue;
+		int sp = 0;
+		ref[p] = ++nr;
+		stack[sp++] = p;
+		while (sp > 0) {
+			int c = stack[--sp], y = c / w, x = c % w;
+			for (int dy = -1; dy <= 1; dy++)
+				for (int dx = -1; dx <= 1; dx++) {
+					int yy = y + dy, xx = x + dx;
+					if (yy < 0 || yy >= h || xx < 0 || xx >= w)
+						continue;
+					if (a[yy * w + xx] && !ref[yy * w + xx]) {
+						ref[yy * w + xx] = nr;
+						stack[sp++] = yy * w + xx;
+					}
+				}
+		}
+	}
+	return nr;
+}
+
+/* Disk erosion by definition, the outside counting as 0. */
+static void erode_def(const uint8_t *a, int h, int w, int r, uint8_t *out)
+{
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			int fits = 1;
+			for (int dy = -r; dy <= r && fits; dy++)
+				for (int dx = -r; dx <= r && fits; dx++) {
+					if (dx * dx + dy * dy > r * r)
+						continue;
+					int yy = y + dy, xx = x + dx;
+					fits = yy >= 0 && yy < h && xx >= 0 && xx < w && a[yy * w + xx];
+				}
+			out[y * w + x] = (uint8_t)fits;
+		}
+}
+
+/* Hole filling by definition: background pixels that iterated 4-neighbour
+ * growth from the border never reaches. */
+static void fill_def(const uint8_t *a, int h, int w, uint8_t *out)
+{
+	uint8_t *reach = xmalloc((size_t)h * w);
+	int changed = 1;
+
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++)
+			reach[y * w + x] = !a[y * w + x] && (y == 0 || x == 0 || y == h - 1 || x == w - 1);
+	while (changed) {
+		changed = 0;
+		for (int y = 0; y < h; y++)
+			for (int x = 0; x < w; x++) {
+				int p = y * w + x;
+				if (a[p] || reach[p])
+					continue;
+				if ((x > 0 && reach[p - 1]) || (x + 1 < w && reach[p + 1]) ||
+				    (y > 0 && reach[p - w]) || (y + 1 < h && reach[p + w])) {
+					reach[p] = 1;
+					changed = 1;
+				}
+			}
+	}
+	for (int p = 0; p < h * w; p++)
+		out[p] = !reach[p];
+	free(reach);
+}
+
+static void test_morphology_definition(void **state)
+{
+	const int nw = 120;
+	apple_sizes_t s = {.nw = nw, .min_size = 2, .max_size = 7};
+	uint8_t *seg = xmalloc(nw * nw), *out = xmalloc(nw * nw), *m8 = xmalloc(nw * nw);
+	uint8_t *fil = xmalloc(nw * nw), *e = xmalloc(nw * nw), *o = xmalloc(nw * nw);
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *lab = xmalloc(sizeof(int32_t) * nw * nw), *stack = xmalloc(sizeof(int32_t) * nw * nw);
+	(void)state;
+
+	for (int trial = 0; trial < 4; trial++) {
+		/* random disks, some with holes; trial 3: all ones (the 100 x 100 rule) */
+		memset(seg, trial == 3, nw * nw);
+		for (int k = 0; trial < 3 && k < 40; k++) {
+			int cy = (int)(urand() * nw), cx = (int)(urand() * nw), r = 1 + (int)(urand() * 11);
+			int hole = urand() < 0.4 ? r / 3 : -1;
+			for (int y = cy - r; y <= cy + r; y++)
+				for (int x = cx - r; x <= cx + r; x++) {
+					int d = (y - cy) * (y - cy) + (x - cx) * (x - cx);
+					if (y < 0 || y >= nw || x < 0 || x >= nw || d > r * r)
+						continue;
+					seg[y * nw + x] = d > hole * hole || hole < 0;
+				}
+		}
+		apple_morphology(&s, seg, out, m8, m32);
+
+		fill_def(seg, nw, nw, fil);
+		int full = 1;
+		for (int p = 0; p < nw * nw; p++)
+			full &= fil[p];
+		if (full) {
+			memcpy(e, seg, nw * nw);
+			for (int y = 0; y < 100; y++)
+				memset(e + y * nw, 0, 100);
+			fill_def(e, nw, nw, fil);
+		}
+		erode_def(fil, nw, nw, s.min_size, e);
+		erode_def(fil, nw, nw, s.max_size, o);
+		int nl = flood_label(e, nw, nw, lab, stack), nkept = 0, nremoved = 0;
+		uint8_t *big = xmalloc((size_t)nl + 1);
+		memset(big, 0, (size_t)nl + 1);
+		for (int p = 0; p < nw * nw; p++)
+			if (o[p])
+				big[lab[p]] = 1;
+		for (int p = 0; p < nw * nw; p++)
+			e[p] = e[p] && !big[lab[p]];
+		for (int l = 1; l <= nl; l++)
+			big[l] ? nremoved++ : nkept++;
+		free(big);
+		print_message("# morphology by definition, trial %d: %d components kept, %d removed\n",
+			      trial, nkept, nremoved);
+		assert_memory_equal(out, e, nw * nw);
+	}
+	free(seg);
+	free(out);
+	free(m8);
+	free(fil);
+	free(e);
+	free(o);
+	free(m32);
+	free(lab);
+	free(stack);
+}
+
+/* Blobs placed so that the two quirks show: the last component (E) is
+ * never used by the reference; C and D are too close (both dropped). */
+static void test_pick_quirks(void **state)
+{
+	const apple_sizes_t *s = &C.s;
+	const int nw = s->nw, lo = s->query / 2 - 1;
+	uint8_t *seg = xmalloc((size_t)nw * nw);
+	const int cen[5][2] = {{100, 100}, {100, 300}, {400, 200}, {400, 207}, {700, 700}};
+	int xy[20];
+	apple_params_t p = C.p;
+	(void)state;
+
+	memset(seg, 0, (size_t)nw * nw);
+	for (int b = 0; b < 5; b++)
+		for (int y = -2; y <= 2; y++)
+			for (int x = -2; x <= 2; x++)
+				seg[(size_t)(cen[b][0] + y + lo) * nw + cen[b][1] + x + lo] = 1;
+	int n = apple_pick(&p, s, seg, xy, 10);
+	assert_int_equal(n, 2);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(xy[2 * k], 2 * (cen[k][1] + 2 * lo + 1) + p.margin_left);
+		assert_int_equal(xy[2 * k + 1], 2 * (cen[k][0] + 2 * lo + 1) + p.margin_top);
+	}
+	p.fix_quirks = 1;
+	n = apple_pick(&p, s, seg, xy, 10);
+	assert_int_equal(n, 3);
+	const int want[3] = {0, 1, 4};
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(xy[2 * k], 2 * (cen[want[k]][1] + 2 * lo + 1) + p.margin_left);
+		assert_int_equal(xy[2 * k + 1], 2 * (cen[want[k]][0] + 2 * lo + 1) + p.margin_top);
+	}
+	/* maxpick smaller than the count: the count is still returned */
+	assert_int_equal(apple_pick(&p, s, seg, xy, 1), 3);
+	free(seg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_params),
+		cmocka_unit_test(test_lowpass_kernel),
+		cmocka_unit_test(test_preprocess),
+		cmocka_unit_test(test_score),
+		cmocka_unit_test(test_svm),
+		cmocka_unit_test(test_morphology),
+		cmocka_unit_test(test_pick),
+		cmocka_unit_test(test_moments_fft_route),
+		cmocka_unit_test(test_morphology_definition),
+		cmocka_unit_test(test_pick_quirks),
+		cmocka_unit_test(test_moments_direct),
+		cmocka_unit_test(test_response_direct),
+		cmocka_unit_test(test_erosion_definition),
+		cmocka_unit_test(test_label_floodfill),
+	};
+	char path[1024];
+	FILE *f;
+
+	if ((f = fopen(shared_path(path, sizeof path, "data/apple/synth_2k_float32.mrc"), "rb")) ==
+	    NULL) {
+		printf("1..0 # SKIP %s not found (set SP_SHARED)\n", path);
+		return 0;
+	}
+	fclose(f);
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	return cmocka_run_group_tests(tests, setup_chain, teardown_chain);
+}

@@ -1,0 +1,443 @@
+/* Unit tests of the APPLE micrograph and coordinate I/O: MRC reading and writing, STAR and BOX files. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include "../codelets/apple/mrc.h"
+#include "../codelets/apple/star.h"
+
+static int setup(void **state)
+{
+	(void)state;
+	return tmpdir_make("test_apple_io");
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return tmpdir_remove();
+}
+
+static void put32(unsigned char *p, uint32_t u, int big)
+{
+	for (int k = 0; k < 4; k++)
+		p[big ? 3 - k : k] = (unsigned char)(u >> (8 * k));
+}
+
+/* A minimal MRC file: header fields given, nsymbt bytes of extended
+ * header, then ndata bytes of data (copied from data, or zeros). */
+static void write_mrc(const char *path, int32_t nx, int32_t ny, int32_t nz, int32_t mode,
+		      int32_t nsymbt, const void *data, size_t ndata, int big)
+{
+	size_t ext = nsymbt > 0 ? (size_t)nsymbt : 0;
+	unsigned char *buf = calloc(1024 + ext + ndata + 1, 1);
+	assert_non_null(buf);
+	put32(buf + 0, (uint32_t)nx, big);
+	put32(buf + 4, (uint32_t)ny, big);
+	put32(buf + 8, (uint32_t)nz, big);
+	put32(buf + 12, (uint32_t)mode, big);
+	put32(buf + 92, (uint32_t)nsymbt, big);
+	memcpy(buf + 208, "MAP ", 4);
+	buf[212] = big ? 0x11 : 0x44;
+	buf[213] = big ? 0x11 : 0x44;
+	if (data != NULL)
+		memcpy(buf + 1024 + ext, data, ndata);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, 1024 + ext + ndata, f), 1024 + ext + ndata);
+	assert_int_equal(fclose(f), 0);
+	free(buf);
+}
+
+/* Asserts that opening and reading path fails with code and a message
+ * that starts with the path and contains phrase. */
+static void expect_error(const char *path, int code, const char *phrase)
+{
+	apple_mrc_t h;
+	sp_err_t err = { 0, "" };
+	float *d = NULL;
+	int rc = apple_mrc_load_f32(path, &h, &d, &err);
+	if (rc != code || strstr(err.msg, path) != err.msg || strstr(err.msg, phrase) == NULL)
+		print_message("# got %s (%d) \"%s\", expected %s and \"%s\"\n", sp_err_name(rc), rc,
+			      err.msg, sp_err_name(code), phrase);
+	assert_null(d);
+	assert_int_equal(rc, code);
+	assert_int_equal(err.code, code);
+	assert_ptr_equal(strstr(err.msg, path), err.msg);
+	assert_non_null(strstr(err.msg, phrase));
+}
+
+static void test_shared_2k(void **state)
+{
+	(void)state;
+	char path[600];
+	shared_path(path, sizeof path, "data/apple/synth_2k_float32.mrc");
+	apple_mrc_t h;
+	sp_err_t err = { 0, "" };
+	float *d;
+	int rc = apple_mrc_load_f32(path, &h, &d, &err);
+	if (rc != 0)
+		print_message("# %s\n", err.msg);
+	assert_int_equal(rc, 0);
+	assert_int_equal(h.nx, 2048);
+	assert_int_equal(h.ny, 2048);
+	assert_int_equal(h.nz, 1);
+	assert_int_equal(h.mode, 2);
+	assert_int_equal(h.big_endian, 0);
+	assert_int_equal(h.data_offset, 1024 + h.nsymbt);
+	/* Cross-check pixels with a direct read at offset + 4 (row nx + col). */
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	const int rows[] = { 0, 0, 1, 1000, 2047, 2047 }, cols[] = { 0, 1, 0, 37, 0, 2047 };
+	for (int k = 0; k < 6; k++) {
+		float v;
+		long off = (long)h.data_offset + 4L * ((long)rows[k] * 2048 + cols[k]);
+		assert_int_equal(fseek(f, off, SEEK_SET), 0);
+		assert_int_equal(fread(&v, 4, 1, f), 1); /* little-endian host */
+		assert_memory_equal(&v, &d[(size_t)rows[k] * 2048 + cols[k]], 4);
+	}
+	fclose(f);
+	/* Not constant: a real image. */
+	assert_true(d[0] != d[1] || d[1] != d[2048]);
+	free(d);
+}
+
+static void test_round_trip_f32(void **state)
+{
+	(void)state;
+	char path[600], tmp[700];
+	tmp_path(path, sizeof path, "rt.mrc");
+	const int ny = 37, nx = 53;
+	float *x = malloc(sizeof(float) * ny * nx), *y;
+	assert_non_null(x);
+	for (int e = 0; e < ny * nx; e++)
+		x[e] = (float)(sin(e * 0.37) * 1e3 + 1e-7 * e);
+	x[5] = -0.0f;
+	x[6] = 3.4e38f;
+	x[7] = 1e-40f; /* subnormal */
+	sp_err_t err = { 0, "" };
+	assert_int_equal(apple_mrc_write_f32(path, x, ny, nx, 1.34, &err), 0);
+	apple_mrc_t h;
+	assert_int_equal(apple_mrc_load_f32(path, &h, &y, &err), 0);
+	assert_int_equal(h.nx, nx);
+	assert_int_equal(h.ny, ny);
+	assert_int_equal(h.mode, 2);
+	assert_int_equal(h.nsymbt, 0);
+	assert_true(fabs(h.pixel_size - 1.34) < 1e-5);
+	assert_memory_equal(x, y, sizeof(float) * ny * nx);
+	free(y);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	assert_int_not_equal(access(tmp, F_OK), 0);
+	/* Header fields other readers use. */
+	unsigned char hb[1024];
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(hb, 1, 1024, f), 1024);
+	fclose(f);
+	assert_memory_equal(hb + 208, "MAP ", 4);
+	assert_int_equal(hb[212], 0x44);
+	/* Bad arguments, and a NaN, are refused; nothing is written. */
+	assert_int_equal(apple_mrc_write_f32(path, x, 0, nx, 1, &err), SP_EINVAL);
+	x[100] = NAN;
+	tmp_path(path, sizeof path, "nan_out.mrc");
+	assert_int_equal(apple_mrc_write_f32(path, x, ny, nx, 1, &err), SP_ENONFINITE);
+	assert_int_not_equal(access(path, F_OK), 0);
+	free(x);
+}
+
+/* Modes 0, 1, 6 (and 2 big-endian) written here, read as float. */
+static void test_integer_modes(void **state)
+{
+	(void)state;
+	char path[600];
+	tmp_path(path, sizeof path, "modes.mrc");
+	const int ny = 3, nx = 4;
+	int8_t i8[12];
+	int16_t i16[12];
+	uint16_t u16[12];
+	unsigned char bef[48];
+	for (int e = 0; e < 12; e++) {
+		i8[e] = (int8_t)(e * 23 - 128);
+		i16[e] = (int16_t)(e * 5000 - 32768);
+		u16[e] = (uint16_t)(e * 5900);
+		float v = (float)e * 1.5f - 3.0f;
+		uint32_t u;
+		memcpy(&u, &v, 4);
+		put32(bef + 4 * e, u, 1);
+	}
+	struct {
+		int mode, big;
+		const void *data;
+		size_t n;
+	} c[] = { { 0, 0, i8, sizeof i8 }, { 1, 0, i16, sizeof i16 }, { 6, 0, u16, sizeof u16 },
+		  { 2, 1, bef, sizeof bef } };
+	for (int k = 0; k < 4; k++) {
+		write_mrc(path, nx, ny, 1, c[k].mode, k == 1 ? 96 : 0, c[k].data, c[k].n, c[k].big);
+		apple_mrc_t h;
+		sp_err_t err = { 0, "" };
+		float *d;
+		int rc = apple_mrc_load_f32(path, &h, &d, &err);
+		if (rc != 0)
+			print_message("# mode %d: %s\n", c[k].mode, err.msg);
+		assert_int_equal(rc, 0);
+		assert_int_equal(h.mode, c[k].mode);
+		assert_int_equal(h.big_endian, c[k].big);
+		for (int e = 0; e < 12; e++) {
+			float want = c[k].mode == 0   ? (float)i8[e]
+				     : c[k].mode == 1 ? (float)i16[e]
+				     : c[k].mode == 6 ? (float)u16[e]
+						      : (float)e * 1.5f - 3.0f;
+			assert_true(d[e] == want);
+		}
+		free(d);
+	}
+}
+
+static void test_corrupt(void **state)
+{
+	(void)state;
+	char path[600];
+	float px[6] = { 1, 2, 3, 4, 5, 6 };
+
+	tmp_path(path, sizeof path, "nonexistent.mrc");
+	expect_error(path, SP_ENOENT, "No such file");
+
+	tmp_path(path, sizeof path, "badmode.mrc");
+	write_mrc(path, 3, 2, 1, 4, 0, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "unsupported MRC mode 4");
+
+	tmp_path(path, sizeof path, "trunc.mrc");
+	write_mrc(path, 3, 2, 1, 2, 0, px, 20, 0);
+	expect_error(path, SP_EFORMAT, "truncated: expected 24 data bytes, found 20");
+
+	tmp_path(path, sizeof path, "extra.mrc");
+	write_mrc(path, 3, 2, 1, 2, 0, px, 24, 0);
+	{
+		FILE *f = fopen(path, "ab");
+		assert_non_null(f);
+		fputc(0, f);
+		fclose(f);
+	}
+	expect_error(path, SP_EFORMAT, "extra data: expected 24 data bytes, found 25");
+
+	tmp_path(path, sizeof path, "stack.mrc");
+	write_mrc(path, 3, 1, 2, 2, 0, px, sizeof px, 0);
+	expect_error(path, SP_ESHAPE, "not a micrograph");
+
+	tmp_path(path, sizeof path, "header_only.mrc");
+	write_mrc(path, 3, 2, 1, 2, 0, NULL, 0, 0);
+	expect_error(path, SP_EFORMAT, "truncated: expected 24 data bytes, found 0");
+
+	tmp_path(path, sizeof path, "short_header.mrc");
+	{
+		FILE *f = fopen(path, "wb");
+		assert_non_null(f);
+		fwrite(px, 1, 20, f);
+		fclose(f);
+	}
+	expect_error(path, SP_EFORMAT, "truncated header");
+
+	tmp_path(path, sizeof path, "nan.mrc");
+	float bad[6] = { 1, 2, 3, 4, NAN, 6 };
+	write_mrc(path, 3, 2, 1, 2, 0, bad, sizeof bad, 0);
+	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 1, col 1)");
+	bad[4] = INFINITY;
+	write_mrc(path, 3, 2, 1, 2, 0, bad, sizeof bad, 0);
+	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 1, col 1)");
+
+	tmp_path(path, sizeof path, "negative.mrc");
+	write_mrc(path, -3, 2, 1, 2, 0, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "bad image size nx -3");
+	write_mrc(path, 3, 0, 1, 2, 0, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "bad image size");
+
+	tmp_path(path, sizeof path, "nsymbt.mrc");
+	write_mrc(path, 3, 2, 1, 2, 0, px, sizeof px, 0);
+	{
+		FILE *f = fopen(path, "r+b");
+		unsigned char w[4];
+		assert_non_null(f);
+		put32(w, 100000, 0);
+		fseek(f, 92, SEEK_SET);
+		fwrite(w, 1, 4, f);
+		fclose(f);
+	}
+	expect_error(path, SP_EFORMAT, "NSYMBT 100000 goes beyond the end");
+	write_mrc(path, 3, 2, 1, 2, -8, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "negative extended header");
+
+	tmp_path(path, sizeof path, "huge.mrc");
+	write_mrc(path, 2000000000, 2000000000, 1, 2, 0, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "is too large");
+	write_mrc(path, 100000, 100000, 1, 2, 0, px, sizeof px, 0);
+	expect_error(path, SP_EFORMAT, "truncated: expected 40000000000 data bytes, found 24");
+}
+
+static void read_ref(double **xy, size_t *n)
+{
+	char path[600];
+	sp_err_t err = { 0, "" };
+	shared_path(path, sizeof path, "data/apple/ref_2k_applepick.star");
+	int rc = apple_star_read(path, xy, n, &err);
+	if (rc != 0)
+		print_message("# %s\n", err.msg);
+	assert_int_equal(rc, 0);
+}
+
+/* Writing the reference's 101 picks reproduces its file byte for byte. */
+static void test_star_reference_bytes(void **state)
+{
+	(void)state;
+	double *xy;
+	size_t n;
+	read_ref(&xy, &n);
+	assert_int_equal(n, 101);
+	int *ixy = malloc(2 * n * sizeof *ixy);
+	assert_non_null(ixy);
+	for (size_t k = 0; k < 2 * n; k++)
+		ixy[k] = (int)xy[k];
+	assert_true(xy[0] == 1889 && xy[1] == 149);
+	char out[600], ref[600];
+	sp_err_t err = { 0, "" };
+	tmp_path(out, sizeof out, "picks.star");
+	assert_int_equal(apple_star_write(out, ixy, n, &err), 0);
+	shared_path(ref, sizeof ref, "data/apple/ref_2k_applepick.star");
+	FILE *a = fopen(ref, "rb"), *b = fopen(out, "rb");
+	assert_non_null(a);
+	assert_non_null(b);
+	int ca, cb;
+	long pos = 0;
+	do {
+		ca = getc(a);
+		cb = getc(b);
+		if (ca != cb)
+			print_message("# differ at byte %ld\n", pos);
+		assert_int_equal(ca, cb);
+		pos++;
+	} while (ca != EOF);
+	fclose(a);
+	fclose(b);
+	/* Round trip. */
+	double *back;
+	size_t m;
+	assert_int_equal(apple_star_read(out, &back, &m, &err), 0);
+	assert_int_equal(m, n);
+	assert_memory_equal(back, xy, 2 * n * sizeof *xy);
+	free(back);
+	free(xy);
+	free(ixy);
+}
+
+static void write_text(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(s, f);
+	fclose(f);
+}
+
+static void test_star_read_tolerant(void **state)
+{
+	(void)state;
+	char path[600];
+	sp_err_t err = { 0, "" };
+	double *xy;
+	size_t n;
+
+	/* The shared truth: "data_", a third column. */
+	shared_path(path, sizeof path, "data/apple/synth_2k_float32_truth.star");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), 0);
+	assert_int_equal(n, 137);
+	assert_true(fabs(xy[0] - 1950.04) < 1e-9 && fabs(xy[1] - 1532.43) < 1e-9);
+	free(xy);
+
+	/* Optics block first, comments, columns in another order. */
+	tmp_path(path, sizeof path, "relion31.star");
+	write_text(path, "# RELION 3.1\ndata_optics\n\nloop_\n_rlnOpticsGroup #1\n1\n\n"
+			 "data_particles\n\nloop_\n_rlnAnglePsi #1\n_rlnCoordinateY #2\n"
+			 "# a comment\n_rlnCoordinateX #3\n0.5 10 20\n  1.5\t11 21  \n\n");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_true(xy[0] == 20 && xy[1] == 10 && xy[2] == 21 && xy[3] == 11);
+	free(xy);
+
+	/* Empty loop: no picks. */
+	tmp_path(path, sizeof path, "empty.star");
+	write_text(path, "data_root\n\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), 0);
+	assert_int_equal(n, 0);
+	assert_null(xy);
+
+	/* Errors. */
+	tmp_path(path, sizeof path, "nolabels.star");
+	write_text(path, "data_root\nloop_\n_rlnAngleRot #1\n1\n");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), SP_EFORMAT);
+	assert_ptr_equal(strstr(err.msg, path), err.msg);
+	assert_non_null(strstr(err.msg, "no loop_"));
+	tmp_path(path, sizeof path, "short.star");
+	write_text(path, "data_root\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n1 2\n3\n");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), SP_EFORMAT);
+	assert_non_null(strstr(err.msg, "short.star:6: expected 2 columns, found 1"));
+	tmp_path(path, sizeof path, "nan.star");
+	write_text(path, "data_root\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n1 abc\n");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), SP_EFORMAT);
+	assert_non_null(strstr(err.msg, "nan.star:5: 'abc' is not a finite number"));
+	tmp_path(path, sizeof path, "none.star");
+	assert_int_equal(apple_star_read(path, &xy, &n, &err), SP_ENOENT);
+	assert_ptr_equal(strstr(err.msg, path), err.msg);
+}
+
+static void test_star_f64_and_box(void **state)
+{
+	(void)state;
+	char path[600];
+	sp_err_t err = { 0, "" };
+	double xy[4] = { 12.345, 7.005, 2047.5, 0.0 }, *back;
+	size_t n;
+	tmp_path(path, sizeof path, "truth.star");
+	assert_int_equal(apple_star_write_f64(path, xy, 2, 2, &err), 0);
+	assert_int_equal(apple_star_read(path, &back, &n, &err), 0);
+	assert_int_equal(n, 2);
+	for (int k = 0; k < 4; k++)
+		assert_true(fabs(back[k] - xy[k]) <= 0.005 + 1e-12);
+	free(back);
+
+	int ixy[4] = { 100, 200, 39, 7 };
+	tmp_path(path, sizeof path, "picks.box");
+	assert_int_equal(apple_box_write(path, ixy, 2, 78, &err), 0);
+	char buf[256] = "";
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	assert_string_equal(buf, "61\t161\t78\t78\n0\t-32\t78\t78\n");
+	assert_int_equal(apple_box_write(path, ixy, 2, 0, &err), SP_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shared_2k),
+		cmocka_unit_test(test_round_trip_f32),
+		cmocka_unit_test(test_integer_modes),
+		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_star_reference_bytes),
+		cmocka_unit_test(test_star_read_tolerant),
+		cmocka_unit_test(test_star_f64_and_box),
+	};
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
