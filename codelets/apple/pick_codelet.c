@@ -38,6 +38,9 @@ struct apple_job {
 	apple_picks_val_t *picks;
 };
 
+/* Retraining rounds when the segmentation comes out uniform. */
+#define APPLE_MAX_RETRAIN 8
+
 struct apple_task_arg {
 	struct apple_job *job;
 	sp_taskctx_t *ctx;
@@ -141,6 +144,7 @@ static void train_cpu(void *buffers[], void *cl_arg)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		goto out;
 	}
+	apple_svm_free(&j->svm); /* a retry replaces the classifier */
 	j->svm = apple_svm_new(feat, npos, nneg);
 	if (j->svm == NULL)
 		sp_status_set(a->ctx->status, SP_EINVAL,
@@ -307,7 +311,8 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
 	j->ref = malloc((size_t)s->nref * 2 * sizeof *j->ref);
 	j->score = malloc((size_t)nquery * sizeof *j->score);
-	j->args = calloc((size_t)(j->k_score + j->k_class + 3), sizeof *j->args);
+	j->args = calloc((size_t)(j->k_score + (j->k_class + 1) * (APPLE_MAX_RETRAIN + 1) + 2),
+			 sizeof *j->args);
 	/* At most one pick per window row and column pair is impossible to
 	 * exceed: bound by the windows of the minimum particle. */
 	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
@@ -368,20 +373,35 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	}
 	/* Gathering the cube waits for the score tasks (this item's driver only). */
 	starpu_data_unpartition(j->hresp, STARPU_MAIN_RAM);
-	SUBMIT(train_cl, j->ctx_train, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvm);
-
 	for (int i = 0; i < j->k_class; i++)
 		len[i] = (uint32_t)((j->rb[i + 1] - j->rb[i]) * s->nw);
 	struct starpu_data_filter fr = { .filter_func = starpu_vector_filter_list,
 					 .nchildren = (unsigned)j->k_class, .filter_arg_ptr = len };
-	starpu_data_partition(j->hseg, &fr);
-	for (int i = 0; i < j->k_class; i++) {
-		a->lo = j->rb[i];
-		a->hi = j->rb[i + 1];
-		SUBMIT(classify_cl, j->ctx_class, STARPU_R, j->hmean, STARPU_R, j->hstd, STARPU_R,
-		       j->hsvm, STARPU_W, starpu_data_get_sub_data(j->hseg, 1, i));
+	/* Train and classify; as ASPIRE, retrain with larger tau when the whole
+	 * micrograph comes out one class (bounded here; ASPIRE's loop is not). */
+	for (int attempt = 0; attempt <= APPLE_MAX_RETRAIN && ret == 0; attempt++) {
+		SUBMIT(train_cl, j->ctx_train, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvm);
+		starpu_data_partition(j->hseg, &fr);
+		for (int i = 0; i < j->k_class; i++) {
+			a->lo = j->rb[i];
+			a->hi = j->rb[i + 1];
+			SUBMIT(classify_cl, j->ctx_class, STARPU_R, j->hmean, STARPU_R, j->hstd, STARPU_R,
+			       j->hsvm, STARPU_W, starpu_data_get_sub_data(j->hseg, 1, i));
+		}
+		starpu_data_unpartition(j->hseg, STARPU_MAIN_RAM);
+		if (ret != 0 || attempt == APPLE_MAX_RETRAIN)
+			break;
+		starpu_data_acquire(j->hseg, STARPU_R);
+		int u = sp_status_failed(status) ? 0 : apple_seg_uniform(j->seg, (size_t)s->nw * s->nw);
+		starpu_data_release(j->hseg);
+		if (u == 0)
+			break;
+		if (u > 0)
+			j->s.tau2 += 500; /* ASPIRE: all particle -> tau2 += 500, none -> tau1 += 500 */
+		else
+			j->s.tau1 += 500;
+		sp_item_report_num(item, "retrain_attempts", attempt + 1);
 	}
-	starpu_data_unpartition(j->hseg, STARPU_MAIN_RAM);
 	free(len);
 	SUBMIT(pick_cl, j->ctx_pick, STARPU_R, j->hseg, STARPU_W, pv->h);
 #undef SUBMIT
