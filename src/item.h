@@ -70,6 +70,17 @@ void sp_taskctx_submitting(sp_taskctx_t *ctx);
 
 void sp__task_done_cb(void *arg);
 
+/* Submits a task made with starpu_task_build(SP_TASK_ARGS(ctx), ...) whose
+ * cl_arg the stage owns and frees after the task: the task is not detached,
+ * so the stage waits for it with sp_task_join() before freeing the
+ * argument.  On failure the task is destroyed.  Returns 0 or StarPU's
+ * error. */
+int sp_task_submit_joinable(struct starpu_task *task, sp_taskctx_t *ctx);
+
+/* Waits for a task of sp_task_submit_joinable() (StarPU frees it) and
+ * clears *task; does nothing when *task is NULL. */
+void sp_task_join(struct starpu_task **task);
+
 /* The starpu_task_insert() arguments every starpipe task carries. */
 #define SP_TASK_ARGS(ctx)                                           \
 	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),  \

@@ -85,6 +85,24 @@ void sp_taskctx_submitting(sp_taskctx_t *ctx)
 	sp__runtime_task_submitted();
 }
 
+int sp_task_submit_joinable(struct starpu_task *task, sp_taskctx_t *ctx)
+{
+	task->detach = 0;
+	task->cl_arg_free = 0; /* the stage owns it (StarPU 1.3's task_build ignores _NFREE) */
+	sp_taskctx_submitting(ctx);
+	int ret = starpu_task_submit(task);
+	if (ret != 0)
+		starpu_task_destroy(task);
+	return ret;
+}
+
+void sp_task_join(struct starpu_task **task)
+{
+	if (*task != NULL)
+		(void)!starpu_task_wait(*task);
+	*task = NULL;
+}
+
 static double ts_us(const struct timespec *t)
 {
 	return t->tv_sec * 1e6 + t->tv_nsec * 1e-3;

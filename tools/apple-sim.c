@@ -13,6 +13,7 @@
 #include "../src/rng.h"
 #include "../codelets/apple/mrc.h"
 #include "../codelets/apple/star.h"
+#include "toolutil.h"
 
 /*
  * DESIGN.  The particle is one fixed, asymmetric 3-D density: six
@@ -78,6 +79,8 @@ static const char usage_text[] =
 	"Defaults: -n 4096 --particle-size 78 --count 0.2*(SIZE/D)^2 --snr 0.05\n"
 	"-s 1 --pixel-size 1.0 (Angstrom, recorded in the header).\n";
 
+#define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-apple-sim", usage_text, fmt, arg)
+
 /* The 3-D object, in units of the diameter: centre (x, y, z), width
  * sigma, mass. */
 static const double blobs[][5] = {
@@ -100,31 +103,6 @@ typedef struct sim {
 	/* carbon edge: s(x, y) = nx x + ny y - off - amp sin(2 pi (t . p) / len + ph) */
 	double cnx, cny, coff, camp, clen, cph;
 } sim_t;
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "starpipe-apple-sim: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage_text);
-	return 2;
-}
-
-static int number(const char *s, double lo, double hi, double *x)
-{
-	char *end;
-	errno = 0;
-	*x = strtod(s, &end);
-	return *s != '\0' && *end == '\0' && errno == 0 && isfinite(*x) && *x >= lo && *x <= hi;
-}
-
-static int integer(const char *s, double lo, double hi, int *v)
-{
-	double x;
-	if (!number(s, lo, hi, &x) || x != floor(x))
-		return 0;
-	*v = (int)x;
-	return 1;
-}
 
 static void progress(const sim_t *s, const char *what)
 {
@@ -344,39 +322,39 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (a + 1 >= argc)
-			return bad_usage("unknown option or missing value: '%s'", o);
+			return BAD_USAGE("unknown option or missing value: '%s'", o);
 		const char *v = argv[++a];
 		if (strcmp(o, "-o") == 0) {
 			s.out = v;
 		} else if (strcmp(o, "--truth") == 0) {
 			s.truth = v;
 		} else if (strcmp(o, "-n") == 0) {
-			if (!integer(v, 16, 32768, &s.n))
-				return bad_usage("-n: '%s' is not an integer in 16 .. 32768", v);
+			if (!tool_integer(v, 16, 32768, &s.n))
+				return BAD_USAGE("-n: '%s' is not an integer in 16 .. 32768", v);
 		} else if (strcmp(o, "--particle-size") == 0) {
-			if (!number(v, 5, 3000, &s.d))
-				return bad_usage("--particle-size: '%s' is not in 5 .. 3000 pixels", v);
+			if (!tool_number(v, 5, 3000, &s.d))
+				return BAD_USAGE("--particle-size: '%s' is not in 5 .. 3000 pixels", v);
 		} else if (strcmp(o, "--count") == 0) {
-			if (!integer(v, 0, 1e7, &s.count))
-				return bad_usage("--count: '%s' is not a non-negative integer", v);
+			if (!tool_integer(v, 0, 1e7, &s.count))
+				return BAD_USAGE("--count: '%s' is not a non-negative integer", v);
 		} else if (strcmp(o, "--snr") == 0) {
-			if (!number(v, 1e-6, 1e6, &s.snr))
-				return bad_usage("--snr: '%s' is not in 1e-6 .. 1e6", v);
+			if (!tool_number(v, 1e-6, 1e6, &s.snr))
+				return BAD_USAGE("--snr: '%s' is not in 1e-6 .. 1e6", v);
 		} else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
-			if (!number(v, 0, 9007199254740992.0, &x) || x != floor(x))
-				return bad_usage("-s: '%s' is not a non-negative integer", v);
+			if (!tool_number(v, 0, 9007199254740992.0, &x) || x != floor(x))
+				return BAD_USAGE("-s: '%s' is not a non-negative integer", v);
 			s.seed = (uint64_t)x;
 		} else if (strcmp(o, "--pixel-size") == 0) {
-			if (!number(v, 0, 1e4, &s.pixel_size))
-				return bad_usage("--pixel-size: '%s' is not in 0 .. 10000 Angstrom", v);
+			if (!tool_number(v, 0, 1e4, &s.pixel_size))
+				return BAD_USAGE("--pixel-size: '%s' is not in 0 .. 10000 Angstrom", v);
 		} else {
-			return bad_usage("unknown option '%s'", o);
+			return BAD_USAGE("unknown option '%s'", o);
 		}
 	}
 	if (s.out == NULL)
-		return bad_usage("%s", "-o MICROGRAPH.mrc is required");
+		return BAD_USAGE("%s", "-o MICROGRAPH.mrc is required");
 	if (s.truth == NULL)
-		return bad_usage("%s", "--truth TRUTH.star is required");
+		return BAD_USAGE("%s", "--truth TRUTH.star is required");
 	if (s.d > s.n / 2.0) {
 		fprintf(stderr, "starpipe-apple-sim: --particle-size %g is more than half of -n %d\n%s",
 			s.d, s.n, usage_text);

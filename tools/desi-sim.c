@@ -14,6 +14,7 @@
 
 #include "../src/rng.h"
 #include "../codelets/desi/psf.h"
+#include "toolutil.h"
 
 /*
  * DESIGN.  The truth is defined on the extraction's own padded wavelength
@@ -58,6 +59,8 @@ static const char usage_text[] =
 	"TRUEWAVE) on the extraction's padded grid: WMIN - P*DW .. WMAX + (P+X)*DW.\n"
 	"Defaults: --wave 5760,7620,0.8 --rdnoise 3.0 --wavepad 12\n"
 	"--wavepad-extra 50 -s 1.\n";
+
+#define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-desi-sim", usage_text, fmt, arg)
 
 #define MASK_COSMIC (1 << 4)
 #define NSKY 15
@@ -139,32 +142,6 @@ static void spectrum(uint64_t seed, int f, const double *wave, int nw, const lin
 		}
 		out[i] = v > 0 ? v : 0;
 	}
-}
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "starpipe-desi-sim: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage_text);
-	return 2;
-}
-
-/* Parses a whole-string number into *x within [lo, hi]. */
-static int number(const char *s, double lo, double hi, double *x)
-{
-	char *end;
-	errno = 0;
-	*x = strtod(s, &end);
-	return *s != '\0' && *end == '\0' && errno == 0 && isfinite(*x) && *x >= lo && *x <= hi;
-}
-
-static int integer(const char *s, double lo, double hi, int *v)
-{
-	double x;
-	if (!number(s, lo, hi, &x) || x != floor(x))
-		return 0;
-	*v = (int)x;
-	return 1;
 }
 
 /* The first CAMERA keyword in any HDU of the PSF file, else "r0". */
@@ -451,7 +428,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (a + 1 >= argc)
-			return bad_usage("unknown option or missing value: '%s'", o);
+			return BAD_USAGE("unknown option or missing value: '%s'", o);
 		const char *v = argv[++a];
 		if (strcmp(o, "--psf") == 0) {
 			s.psf_path = v;
@@ -462,41 +439,41 @@ int main(int argc, char **argv)
 			if (sscanf(v, "%lf,%lf,%lf%c", &s.wmin, &s.wmax, &s.dw, &extra) != 3 ||
 			    !isfinite(s.wmin) || !isfinite(s.wmax) || !(s.dw > 0) ||
 			    !(s.wmax >= s.wmin) || (s.wmax - s.wmin) / s.dw > 1e6)
-				return bad_usage("--wave: '%s' is not WMIN,WMAX,DW with "
+				return BAD_USAGE("--wave: '%s' is not WMIN,WMAX,DW with "
 						 "WMIN <= WMAX, DW > 0", v);
 		} else if (strcmp(o, "--specmin") == 0) {
-			if (!integer(v, 0, 100000, &s.specmin))
-				return bad_usage("--specmin: '%s' is not a non-negative integer", v);
+			if (!tool_integer(v, 0, 100000, &s.specmin))
+				return BAD_USAGE("--specmin: '%s' is not a non-negative integer", v);
 		} else if (strcmp(o, "--nspec") == 0) {
-			if (!integer(v, 1, 100000, &s.nspec))
-				return bad_usage("--nspec: '%s' is not a positive integer", v);
+			if (!tool_integer(v, 1, 100000, &s.nspec))
+				return BAD_USAGE("--nspec: '%s' is not a positive integer", v);
 		} else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
-			if (!number(v, 0, 9007199254740992.0, &x) || x != floor(x))
-				return bad_usage("-s: '%s' is not a non-negative integer", v);
+			if (!tool_number(v, 0, 9007199254740992.0, &x) || x != floor(x))
+				return BAD_USAGE("-s: '%s' is not a non-negative integer", v);
 			s.seed = (uint64_t)x;
 		} else if (strcmp(o, "--rdnoise") == 0) {
-			if (!number(v, 0, 1e4, &s.rdnoise))
-				return bad_usage("--rdnoise: '%s' is not in 0 .. 10000 electrons",
+			if (!tool_number(v, 0, 1e4, &s.rdnoise))
+				return BAD_USAGE("--rdnoise: '%s' is not in 0 .. 10000 electrons",
 						 v);
 		} else if (strcmp(o, "--mask-blobs") == 0) {
-			if (!integer(v, 0, 1e7, &s.nblobs))
-				return bad_usage("--mask-blobs: '%s' is not a non-negative integer",
+			if (!tool_integer(v, 0, 1e7, &s.nblobs))
+				return BAD_USAGE("--mask-blobs: '%s' is not a non-negative integer",
 						 v);
 		} else if (strcmp(o, "--wavepad") == 0) {
-			if (!integer(v, 0, 10000, &s.wavepad))
-				return bad_usage("--wavepad: '%s' is not an integer in 0 .. 10000", v);
+			if (!tool_integer(v, 0, 10000, &s.wavepad))
+				return BAD_USAGE("--wavepad: '%s' is not an integer in 0 .. 10000", v);
 		} else if (strcmp(o, "--wavepad-extra") == 0) {
-			if (!integer(v, 0, 10000, &s.extra))
-				return bad_usage("--wavepad-extra: '%s' is not an integer in "
+			if (!tool_integer(v, 0, 10000, &s.extra))
+				return BAD_USAGE("--wavepad-extra: '%s' is not an integer in "
 						 "0 .. 10000", v);
 		} else {
-			return bad_usage("unknown option '%s'", o);
+			return BAD_USAGE("unknown option '%s'", o);
 		}
 	}
 	if (s.psf_path == NULL)
-		return bad_usage("%s", "--psf PSF.fits is required");
+		return BAD_USAGE("%s", "--psf PSF.fits is required");
 	if (s.out == NULL)
-		return bad_usage("%s", "-o IMAGE.fits is required");
+		return BAD_USAGE("%s", "-o IMAGE.fits is required");
 
 	if (desi_psf_read(s.psf_path, &s.psf, &err) != 0) {
 		fprintf(stderr, "starpipe-desi-sim: %s\n", err.msg);

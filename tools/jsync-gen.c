@@ -11,6 +11,7 @@
 #include "../src/rng.h"
 #include "../codelets/jsync/jsync.h"
 #include "../src/npy.h"
+#include "toolutil.h"
 
 /*
  * DESIGN.  N rotations R_i are drawn uniformly (normalised Gaussian
@@ -36,6 +37,8 @@ static const char usage_text[] =
 	"Writes N(N-1)/2 3x3 matrices [P,3,3] (float64) with random\n"
 	"J-conjugations, and optionally the true signs [P] (-1 = conjugated;\n"
 	"equal to a synchronisation's output up to a global sign).\n";
+
+#define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-jsync-gen", usage_text, fmt, arg)
 
 static void unit(sp_rng_t *r, double *x, int n)
 {
@@ -87,24 +90,6 @@ static void axis_angle(sp_rng_t *r, double th, double *Q)
 		Q[e] = (e % 4 == 0) + s * K[e] + (1 - c) * K2[e];
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "starpipe-jsync-gen: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage_text);
-	return 2;
-}
-
-/* Parses a whole-string number into *x within [lo, hi]. */
-static int number(const char *s, double lo, double hi, double *x)
-{
-	char *end;
-	errno = 0;
-	*x = strtod(s, &end);
-	return *s != '\0' && *end == '\0' && errno == 0 && isfinite(*x) &&
-	       *x >= lo && *x <= hi;
-}
-
 int main(int argc, char **argv)
 {
 	double nd = -1, seedd = 1, noise = 0, outliers = 0;
@@ -117,28 +102,28 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		if (a + 1 >= argc)
-			return bad_usage("unknown option or missing value: '%s'", o);
+			return BAD_USAGE("unknown option or missing value: '%s'", o);
 		const char *v = argv[++a];
 		if (strcmp(o, "-n") == 0) {
-			if (!number(v, 3, JSYNC_MAX_N, &nd) || nd != floor(nd))
-				return bad_usage("-n: '%s' is not an integer in "
+			if (!tool_number(v, 3, JSYNC_MAX_N, &nd) || nd != floor(nd))
+				return BAD_USAGE("-n: '%s' is not an integer in "
 						 "3 .. 1048576", v);
 		} else if (strcmp(o, "-s") == 0 || strcmp(o, "--seed") == 0) {
-			if (!number(v, 0, 9007199254740992.0, &seedd) ||
+			if (!tool_number(v, 0, 9007199254740992.0, &seedd) ||
 			    seedd != floor(seedd))
-				return bad_usage("-s: '%s' is not a non-negative "
+				return BAD_USAGE("-s: '%s' is not a non-negative "
 						 "integer", v);
 		} else if (strcmp(o, "--noise") == 0) {
-			if (!number(v, 0, 3.141592653589793, &noise))
-				return bad_usage("--noise: '%s' is not an angle "
+			if (!tool_number(v, 0, 3.141592653589793, &noise))
+				return BAD_USAGE("--noise: '%s' is not an angle "
 						 "in 0 .. pi radians", v);
 		} else if (strcmp(o, "--outliers") == 0) {
-			if (!number(v, 0, 1, &outliers))
-				return bad_usage("--outliers: '%s' is not a "
+			if (!tool_number(v, 0, 1, &outliers))
+				return BAD_USAGE("--outliers: '%s' is not a "
 						 "fraction in 0 .. 1", v);
 		} else if (strcmp(o, "--kind") == 0) {
 			if (strcmp(v, "rot") != 0 && strcmp(v, "outer") != 0)
-				return bad_usage("--kind: '%s' is not rot or "
+				return BAD_USAGE("--kind: '%s' is not rot or "
 						 "outer", v);
 			kind = v;
 		} else if (strcmp(o, "-o") == 0) {
@@ -146,13 +131,13 @@ int main(int argc, char **argv)
 		} else if (strcmp(o, "--truth") == 0) {
 			truth_path = v;
 		} else {
-			return bad_usage("unknown option '%s'", o);
+			return BAD_USAGE("unknown option '%s'", o);
 		}
 	}
 	if (nd < 0)
-		return bad_usage("%s", "-n N is required");
+		return BAD_USAGE("%s", "-n N is required");
 	if (out == NULL)
-		return bad_usage("%s", "-o RIJS.npy is required");
+		return BAD_USAGE("%s", "-o RIJS.npy is required");
 
 	int64_t N = (int64_t)nd, P = jsync_npairs(N);
 	int outer = strcmp(kind, "outer") == 0;

@@ -76,8 +76,7 @@ static struct starpu_codelet write_cl = {
 static void write_free(sp_value_t *v)
 {
 	desi_write_val_t *w = (desi_write_val_t *)v;
-	if (w->task != NULL)
-		(void)!starpu_task_wait(w->task);
+	sp_task_join(&w->task);
 	free(w->arg.path);
 	free(w);
 }
@@ -101,15 +100,10 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 						     SP_TASK_ARGS(w->arg.ctx), 0);
 	if (task == NULL)
 		return SP_ENOMEM;
-	task->detach = 0;
-	task->cl_arg_free = 0; /* StarPU 1.3's task_build ignores _NFREE */
-	sp_taskctx_submitting(w->arg.ctx);
-	int ret = starpu_task_submit(task);
-	if (ret != 0) {
-		starpu_task_destroy(task);
+	int ret = sp_task_submit_joinable(task, w->arg.ctx);
+	if (ret != 0)
 		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
 				     w->arg.path, ret);
-	}
 	w->task = task;
 	return 0;
 }

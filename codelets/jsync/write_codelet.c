@@ -78,8 +78,7 @@ static void write_free(sp_value_t *v)
 {
 	jsync_write_val_t *w = (jsync_write_val_t *)v;
 	/* The task may still run: wait for it before freeing its argument. */
-	if (w->task != NULL)
-		(void)!starpu_task_wait(w->task);
+	sp_task_join(&w->task);
 	if (w->arg != NULL) {
 		free(w->arg->signs_path);
 		free(w->arg->synced_path);
@@ -119,17 +118,11 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 						     SP_TASK_ARGS(a->ctx), 0);
 	if (task == NULL)
 		return SP_ENOMEM;
-	task->detach = 0;
-	task->cl_arg_free = 0; /* a is ours (StarPU 1.3's task_build ignores _NFREE) */
-	sp_taskctx_submitting(a->ctx);
-	int ret = starpu_task_submit(task);
-	if (ret == 0)
-		w->task = task;
-	else
-		starpu_task_destroy(task);
+	int ret = sp_task_submit_joinable(task, a->ctx);
 	if (ret != 0)
 		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
 				     a->signs_path, ret);
+	w->task = task;
 	return 0;
 }
 
