@@ -45,6 +45,8 @@ static const char usage_text[] =
 	"      --inflight N         work items driven at once (default 2)\n"
 	"      --report FILE.json   write the run report as JSON\n"
 	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
+	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
+	"                           terminal, 10 otherwise)\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
 	"  -v, --verbose            one line per item started\n"
 	"  -h, --help               this help\n"
@@ -62,6 +64,7 @@ enum {
 	OPT_INFLIGHT,
 	OPT_REPORT,
 	OPT_TRACE,
+	OPT_PROGRESS,
 };
 
 struct cli {
@@ -73,6 +76,7 @@ struct cli {
 	char **items; /* work items given after the graph (run only) */
 	size_t nitems;
 	long inflight;
+	double progress_every;
 	int quiet, verbose;
 };
 
@@ -132,6 +136,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "inflight", required_argument, NULL, OPT_INFLIGHT },
 		{ "report", required_argument, NULL, OPT_REPORT },
 		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "progress-every", required_argument, NULL, OPT_PROGRESS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -166,6 +171,13 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_REPORT: c->report = optarg; break;
 		case OPT_TRACE: c->trace = optarg; break;
+		case OPT_PROGRESS:
+			c->progress_every = strtod(optarg, &end);
+			if (*optarg == '\0' || *end != '\0' || !(c->progress_every > 0) ||
+			    c->progress_every > 86400)
+				return usage_error("--progress-every expects seconds in (0, 86400], got '%s'",
+						   optarg);
+			break;
 		case 'q': c->quiet = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
@@ -298,6 +310,7 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.perfmodel_dir = rt_value(c, g, rt_index("perfmodel_dir"));
 	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
 	conf.progress = !c->quiet;
+	conf.progress_period = c->progress_every;
 	conf.trace = c->trace != NULL;
 
 	if (sp_runtime_init(&conf, &err) != 0) {

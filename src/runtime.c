@@ -59,6 +59,7 @@ static struct {
 	atomic_ullong submitted, done;
 	atomic_size_t items_total, items_done;
 	int progress;
+	double progress_period;
 	pthread_t progress_thread;
 	atomic_int stop_progress;
 	pthread_mutex_t plock;
@@ -165,6 +166,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	rt.t0 = now_s();
 	rt.trace = c->trace;
 	rt.progress = c->progress;
+	rt.progress_period = c->progress_period;
 	atomic_store(&rt.stop_progress, 0);
 	if (rt.progress && pthread_create(&rt.progress_thread, NULL, progress_main, NULL) != 0)
 		rt.progress = 0;
@@ -256,14 +258,15 @@ static void *progress_main(void *arg)
 {
 	(void)arg;
 	int tty = isatty(STDERR_FILENO);
-	double period = tty ? 0.5 : 10.0;
+	double period = rt.progress_period > 0 ? rt.progress_period : tty ? 0.5 : 10.0;
+	long wake_ns = (long)(1e9 * (period < 0.25 ? period : 0.25));
 	double last = now_s();
 	pthread_mutex_lock(&rt.plock);
 	while (!atomic_load(&rt.stop_progress)) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_nsec += wake_ns;
+		while (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}

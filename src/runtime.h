@@ -23,6 +23,7 @@ typedef struct sp_runtime_conf {
 	const char *perfmodel_dir; /* "" or NULL: per-user default */
 	int calibrate;             /* 0, 1 (calibrate), 2 (recalibrate from scratch) */
 	int progress;              /* 0 off, 1 on stderr */
+	double progress_period;    /* seconds between lines; 0: 0.5 on a terminal, 10 otherwise */
 	int trace;                 /* record per-task records for a trace */
 } sp_runtime_conf_t;
 
