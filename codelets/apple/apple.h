@@ -246,4 +246,64 @@ void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, 
 int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
 	       int maxpick);
 
+/* ---- CUDA twins (apple_cuda.cu) ------------------------------------------ */
+
+/*
+ * Device pointers throughout; every function only enqueues work on
+ * `stream` (no allocation, no synchronisation) and returns 0, SP_EINVAL
+ * (bad sizes, or a plan set made for another q/nref) or SP_ECUDA (a CUDA or
+ * cuFFT call or launch failed).  Results match the CPU twins above: the
+ * responses to ~1e-15 of the correlations' magnitude (cuFFT's rounding
+ * against FFTW's), the segmentation exactly but where a decision value
+ * lies within a few ulp of 0 (CUDA's exp against glibc's).
+ */
+struct CUstream_st;
+
+/* cuFFT plans for q x q transforms of nquery_chunk queries (D2Z, batch
+ * nquery_chunk) and their products with nref references (Z2D, batch
+ * nquery_chunk nref), used on one worker; planning allocates cuFFT's work
+ * area on the current device: make the set once per worker, out of the hot
+ * path.  Returns NULL on failure. */
+typedef struct apple_score_cuda apple_score_cuda_t;
+apple_score_cuda_t *apple_score_cuda_new(int q, int nref, int nquery_chunk);
+
+/* Frees *p (cuFFT plans) and sets *p to NULL. */
+void apple_score_cuda_free(apple_score_cuda_t **p);
+
+/* Bytes of device scratch the score functions need with a plan set made
+ * for (q, nref, nquery_chunk); 256-byte aligned sub-buffers. */
+size_t apple_score_cuda_scratch(int q, int nref, int nquery_chunk);
+
+/* The largest chunk in [1, nquery] whose scratch fits in max_bytes (1 when
+ * none does). */
+int apple_score_cuda_chunk(int q, int nref, int nquery, size_t max_bytes);
+
+/* Twin of apple_score_refs_fft(): ref int32 [nref][2] (device), spec
+ * [nref][apple_score_spec_size(q)] complex (device, interleaved doubles).
+ * Any nref (chunks of the plan set's nquery_chunk). */
+int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double *im, int n, int q,
+			      const int32_t *ref, int nref, double *spec, void *scratch,
+			      struct CUstream_st *stream);
+
+/* Twin of apple_score_responses(): im [n][n], spec as apple_score_refs_fft()
+ * lays it out, resp [(qend - qbegin)][nref]; queries go through in chunks
+ * of the plan set's nquery_chunk (a partial last chunk costs a full one).
+ * nref must be the plan set's. */
+int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int n, int q, int gx,
+			       const double *spec, int nref, int qbegin, int qend, double *resp,
+			       void *scratch, struct CUstream_st *stream);
+
+/* Doubles of the packed support vectors (3 nsv), and the packing on the
+ * host: svc[i] = (sv[i][0], sv[i][1], coef[i]); the caller copies it to
+ * the device. */
+size_t apple_svm_cuda_size(const apple_svm_t *m);
+void apple_svm_cuda_pack(const apple_svm_t *m, double *svc);
+
+/* Twin of apple_classify_rows(): m is the host model (only its scalars are
+ * read), svc the packed support vectors (device), mean/std [nw][nw] and
+ * seg [(r1 - r0)][nw] device arrays. */
+int apple_classify_rows_cuda(const apple_svm_t *m, const double *svc, const double *mean,
+			     const double *std, int nw, int r0, int r1, uint8_t *seg,
+			     struct CUstream_st *stream);
+
 #endif /* SP_APPLE_H */
