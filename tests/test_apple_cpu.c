@@ -15,6 +15,7 @@
 #include <fftw3.h>
 
 #include "../codelets/apple/apple.h"
+#include "npyread.h"
 #include "testutil.h"
 
 /*
@@ -64,40 +65,6 @@ static float *read_mrc_f32(const char *path, int *ny, int *nx)
 		free(d);
 		d = NULL;
 	}
-	fclose(f);
-	return d;
-}
-
-/* Reads a C-order NPY file of dtype `descr` and 2-D shape [h][w] (v1/v2). */
-static void *read_npy(const char *rel, const char *descr, int h, int w, size_t esize)
-{
-	char path[1024], hdr[1024], want[128];
-	unsigned char pre[12];
-	FILE *f = fopen(shared_path(path, sizeof path, rel), "rb");
-	size_t hl, off;
-	void *d;
-
-	assert_non_null(f);
-	assert_int_equal(fread(pre, 1, 12, f), 12);
-	assert_memory_equal(pre, "\x93NUMPY", 6);
-	if (pre[6] == 1) {
-		hl = pre[8] | (size_t)pre[9] << 8;
-		off = 10;
-	} else {
-		hl = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
-		off = 12;
-	}
-	assert_true(hl < sizeof hdr);
-	assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
-	assert_int_equal(fread(hdr, 1, hl, f), hl);
-	hdr[hl] = 0;
-	snprintf(want, sizeof want, "'descr': '%s'", descr);
-	assert_non_null(strstr(hdr, want));
-	assert_non_null(strstr(hdr, "'fortran_order': False"));
-	snprintf(want, sizeof want, "'shape': (%d, %d)", h, w);
-	assert_non_null(strstr(hdr, want));
-	d = xmalloc(esize * (size_t)h * w);
-	assert_int_equal(fread(d, esize, (size_t)h * w, f), (size_t)h * w);
 	fclose(f);
 	return d;
 }
@@ -323,7 +290,7 @@ static void test_lowpass_kernel(void **state)
 static void test_preprocess(void **state)
 {
 	const int n = C.s.n;
-	float *ref = read_npy("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
+	float *ref = npy_read_shared("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
 	size_t ndiff = 0, nn = (size_t)n * n;
 	double dmax = 0, rmax = 0;
 	(void)state;
@@ -346,7 +313,7 @@ static void test_preprocess(void **state)
 static void test_score(void **state)
 {
 	const int g = C.s.gy;
-	int16_t *ref = read_npy("data/apple/ref_2k_score.npy", "<i2", g, g, sizeof(int16_t));
+	int16_t *ref = npy_read_shared("data/apple/ref_2k_score.npy", "<i2", g, g, sizeof(int16_t));
 	int ndiff = 0;
 	(void)state;
 
@@ -368,7 +335,7 @@ static size_t count_diff(const uint8_t *a, const uint8_t *b, size_t n)
 static void test_svm(void **state)
 {
 	const int nw = C.s.nw;
-	uint8_t *ref = read_npy("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
+	uint8_t *ref = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
 	size_t nd = count_diff(C.seg, ref, (size_t)nw * nw), npart = 0;
 	(void)state;
 
@@ -384,8 +351,8 @@ static void test_svm(void **state)
 static void test_morphology(void **state)
 {
 	const int nw = C.s.nw;
-	uint8_t *svm = read_npy("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
-	uint8_t *ref = read_npy("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
+	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
+	uint8_t *ref = npy_read_shared("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
 	uint8_t *out = xmalloc((size_t)nw * nw), *m8 = xmalloc((size_t)nw * nw);
 	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
 	(void)state;
@@ -439,7 +406,7 @@ static void test_pick(void **state)
 	const int nw = C.s.nw;
 	static double ref[2 * 1024];
 	static int xy[2 * 1024];
-	uint8_t *morph = read_npy("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
+	uint8_t *morph = npy_read_shared("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
 	int nref = read_star("data/apple/ref_2k_applepick.star", ref, 1024);
 	(void)state;
 

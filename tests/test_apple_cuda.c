@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../codelets/apple/apple.h"
+#include "npyread.h"
 #include "testutil.h"
 
 /*
@@ -46,38 +47,6 @@ static int teardown(void **state)
 {
 	(void)state;
 	return cudaStreamDestroy(stream) == cudaSuccess ? 0 : -1;
-}
-
-/* Reads a C-order float32 NPY file of 2-D shape [h][w] (v1/v2). */
-static float *read_npy_f32(const char *rel, int h, int w)
-{
-	char path[1024], hdr[1024], want[128];
-	unsigned char pre[12];
-	FILE *f = fopen(shared_path(path, sizeof path, rel), "rb");
-	size_t hl, off;
-
-	assert_non_null(f);
-	assert_int_equal(fread(pre, 1, 12, f), 12);
-	assert_memory_equal(pre, "\x93NUMPY", 6);
-	if (pre[6] == 1) {
-		hl = pre[8] | (size_t)pre[9] << 8;
-		off = 10;
-	} else {
-		hl = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
-		off = 12;
-	}
-	assert_true(hl < sizeof hdr);
-	assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
-	assert_int_equal(fread(hdr, 1, hl, f), hl);
-	hdr[hl] = 0;
-	assert_non_null(strstr(hdr, "'descr': '<f4'"));
-	assert_non_null(strstr(hdr, "'fortran_order': False"));
-	snprintf(want, sizeof want, "'shape': (%d, %d)", h, w);
-	assert_non_null(strstr(hdr, want));
-	float *d = xmalloc(sizeof(float) * (size_t)h * w);
-	assert_int_equal(fread(d, sizeof(float), (size_t)h * w, f), (size_t)h * w);
-	fclose(f);
-	return d;
 }
 
 static unsigned long long rng = 88172645463325252ULL;
@@ -257,7 +226,7 @@ static void test_2k(void **state)
 	apple_params_defaults(&p);
 	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
 	const int n = s.n, nw = s.nw, q = s.query, nq = s.gy * s.gx, nref = s.nref;
-	float *pre = read_npy_f32("data/apple/ref_2k_preprocessed_f32.npy", n, n);
+	float *pre = npy_read_shared("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
 	double *im = xmalloc(sizeof(double) * (size_t)n * n);
 	for (size_t i = 0; i < (size_t)n * n; i++)
 		im[i] = pre[i];

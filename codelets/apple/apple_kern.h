@@ -1,0 +1,446 @@
+/* Per-thread bodies of the APPLE CUDA kernels (preprocess, moments, references, morphology), plain C shared with a host emulation. */
+#ifndef SP_APPLE_KERN_H
+#define SP_APPLE_KERN_H
+
+/*
+ * DESIGN.  Each CUDA kernel of apple_cuda.cu that is not a library call is
+ * a grid-stride loop around one function here, called with its thread's
+ * index; tests/test_apple_kern.c calls the same functions from host loops
+ * (threads one after another, in shuffled order where the kernel's
+ * threads race) and compares with the CPU code of apple_cpu.c, so the
+ * kernels' arithmetic and indexing are checked on every build, GPU or
+ * not.  The functions are written independently of apple_cpu.c (its
+ * twins, not its callers) but with the same operations in the same order:
+ * on the device every double operation is an explicit round-to-nearest
+ * intrinsic (no FMA contraction), on the host the project builds with
+ * -ffp-contract=off, so both give apple_cpu.c's bits.
+ *
+ * Union-find (connected components): par[p] <= p always, a root is its
+ * component's smallest pixel index; unions link the larger root under the
+ * smaller with an atomic minimum and retry when another thread moved the
+ * root first (Playne & Hawick, IEEE TPDS 29(6), 2018).  Non-member pixels
+ * hold -1 and are never followed.
+ */
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define APK_FN static __host__ __device__ inline
+#else
+#define APK_FN static inline
+#endif
+
+#ifdef __CUDA_ARCH__
+#define APK_MUL(a, b) __dmul_rn((a), (b))
+#define APK_ADD(a, b) __dadd_rn((a), (b))
+#define APK_SUB(a, b) __dsub_rn((a), (b))
+#define APK_DIV(a, b) __ddiv_rn((a), (b))
+#define APK_LOAD(p) (*(volatile const int32_t *)(p))
+#define APK_ATOMIC_MIN(p, v) atomicMin((int *)(p), (int)(v))
+#else
+#define APK_MUL(a, b) ((a) * (b))
+#define APK_ADD(a, b) ((a) + (b))
+#define APK_SUB(a, b) ((a) - (b))
+#define APK_DIV(a, b) ((a) / (b))
+#define APK_LOAD(p) (*(p))
+#define APK_ATOMIC_MIN(p, v) apk_host_atomic_min((p), (v))
+static inline int32_t apk_host_atomic_min(int32_t *p, int32_t v)
+{
+	int32_t old = *p;
+	if (v < old)
+		*p = v;
+	return old;
+}
+#endif
+
+/* ---- preprocess: Pillow's bicubic resize, then the 15 x 15 low-pass ---- */
+
+APK_FN double apk_bicubic(double x)
+{
+	const double a = -0.5;
+
+	if (x < 0.0)
+		x = -x;
+	if (x < 1.0) /* ((a + 2) x - (a + 3)) x x + 1 */
+		return APK_ADD(APK_MUL(APK_MUL(APK_SUB(APK_MUL(a + 2.0, x), a + 3.0), x), x), 1.0);
+	if (x < 2.0) /* (((x - 5) x + 8) x - 4) a */
+		return APK_MUL(APK_SUB(APK_MUL(APK_ADD(APK_MUL(APK_SUB(x, 5.0), x), 8.0), x), 4.0), a);
+	return 0.0;
+}
+
+/* Taps per output pixel of the resize from insize to outsize. */
+APK_FN int apk_resample_ksize(int insize, int outsize)
+{
+	double scale = (double)insize / outsize;
+	return (int)ceil(2.0 * (scale < 1.0 ? 1.0 : scale)) * 2 + 1;
+}
+
+/* Thread xx < outsize: its window bounds[2 xx] (first input), bounds[2 xx
+ * + 1] (count) and normalised weights kk[xx][ksize] (zero-padded). */
+APK_FN void apk_resample_coeffs(int xx, int insize, int outsize, int ksize, int32_t *bounds,
+				double *kk)
+{
+	double scale = APK_DIV((double)insize, (double)outsize);
+	double filterscale = scale < 1.0 ? 1.0 : scale;
+	double support = APK_MUL(2.0, filterscale), ss = APK_DIV(1.0, filterscale);
+	double center = APK_MUL((double)xx + 0.5, scale), ww = 0.0;
+	int xmin = (int)APK_ADD(APK_SUB(center, support), 0.5);
+	int xmax = (int)APK_ADD(APK_ADD(center, support), 0.5);
+	double *k = kk + (size_t)xx * ksize;
+	int x;
+
+	if (xmin < 0)
+		xmin = 0;
+	if (xmax > insize)
+		xmax = insize;
+	xmax -= xmin;
+	for (x = 0; x < xmax; x++) {
+		double wv = apk_bicubic(APK_MUL(APK_ADD(APK_SUB((double)(x + xmin), center), 0.5), ss));
+		k[x] = wv;
+		ww = APK_ADD(ww, wv);
+	}
+	for (x = 0; x < xmax; x++)
+		if (ww != 0.0)
+			k[x] = APK_DIV(k[x], ww);
+	for (; x < ksize; x++)
+		k[x] = 0.0;
+	bounds[2 * xx] = xmin;
+	bounds[2 * xx + 1] = xmax;
+}
+
+/* One output of a resize pass: sum over the window of src[(first + i)
+ * stride] k[i], rounded to float32 as Pillow stores it. */
+APK_FN float apk_resample_dot(const float *src, size_t stride, const double *k, int first,
+			      int count)
+{
+	double ss = 0.0;
+	for (int i = 0; i < count; i++)
+		ss = APK_ADD(ss, APK_MUL((double)src[(size_t)(first + i) * stride], k[i]));
+	return (float)ss;
+}
+
+/* The nonzero taps of apple_lowpass_kernel() in row-major order: offsets
+ * (du rows, dv columns) and values.  Passed by value to the kernel. */
+typedef struct apk_taps {
+	int nk;
+	int8_t du[225], dv[225];
+	double val[225];
+} apk_taps_t;
+
+/* The taps of the 15 x 15 kernel k (apple_lowpass_kernel()); host code. */
+static inline void apk_taps_from(const double k[225], apk_taps_t *t)
+{
+	t->nk = 0;
+	for (int u = 0; u < 15; u++)
+		for (int v = 0; v < 15; v++)
+			if (k[u * 15 + v] != 0.0) {
+				t->du[t->nk] = (int8_t)(u - 7);
+				t->dv[t->nk] = (int8_t)(v - 7);
+				t->val[t->nk++] = k[u * 15 + v];
+			}
+}
+
+/* Pixel (i, j) of the "same" correlation of res [n][n] with the taps,
+ * zero outside the image, taps in order. */
+APK_FN double apk_lowpass_px(const apk_taps_t *t, const float *res, int n, int i, int j)
+{
+	double acc = 0.0;
+	for (int k = 0; k < t->nk; k++) {
+		int y = i + t->du[k], x = j + t->dv[k];
+		if (y >= 0 && y < n && x >= 0 && x < n)
+			acc = APK_ADD(acc, APK_MUL(t->val[k], (double)res[(size_t)y * n + x]));
+	}
+	return acc;
+}
+
+/* ---- moments ------------------------------------------------------------- */
+
+/* Thread (i, c), i < n, c < nw: sums of x and x^2 over im[i][c .. c + q). */
+APK_FN void apk_rowsums(const double *im, int n, int q, int nw, int i, int c, double *rs,
+			double *rs2)
+{
+	const double *row = im + (size_t)i * n + c;
+	double a = 0.0, b = 0.0;
+	for (int k = 0; k < q; k++) {
+		double v = row[k];
+		a = APK_ADD(a, v);
+		b = APK_ADD(b, APK_MUL(v, v));
+	}
+	rs[(size_t)i * nw + c] = a;
+	rs2[(size_t)i * nw + c] = b;
+}
+
+/* Thread (r, c) < nw: the window's mean and std from q row sums; inv =
+ * 1 / q^2. */
+APK_FN void apk_colsums(const double *rs, const double *rs2, int q, int nw, double inv, int r,
+			int c, double *mean, double *std)
+{
+	double m = 0.0, sd = 0.0;
+	for (int k = 0; k < q; k++) {
+		m = APK_ADD(m, rs[(size_t)(r + k) * nw + c]);
+		sd = APK_ADD(sd, rs2[(size_t)(r + k) * nw + c]);
+	}
+	double mu = APK_MUL(m, inv), var = APK_SUB(APK_MUL(sd, inv), APK_MUL(mu, mu));
+	mean[(size_t)r * nw + c] = mu;
+	std[(size_t)r * nw + c] = sqrt(var > 0.0 ? var : 0.0);
+}
+
+/* ---- references ---------------------------------------------------------- */
+
+/* Search range of container (yc, xc): rows [*r0, *r1), columns [*c0, *c1)
+ * of window positions (apple_refs_select()). */
+APK_FN void apk_container_range(int n, int q, int cs, int yc, int xc, int *r0, int *r1, int *c0,
+				int *c1)
+{
+	int ye = (yc + 1) * cs, xe = (xc + 1) * cs;
+	*r0 = yc * cs;
+	*c0 = xc * cs;
+	*r1 = (n - 1 < ye ? n - 1 : ye) - q + 1;
+	*c1 = (n - 1 < xe ? n - 1 : xe) - q + 1;
+}
+
+/* Best so far of the four criteria (max mean, min mean, max std, min
+ * std): value and position r nw + c (-1: none yet). */
+typedef struct apk_best {
+	double v[4];
+	int32_t at[4];
+} apk_best_t;
+
+APK_FN void apk_best_init(apk_best_t *b)
+{
+	for (int t = 0; t < 4; t++) {
+		b->v[t] = 0.0;
+		b->at[t] = -1;
+	}
+}
+
+/* Whether (v, at) beats (bv, bat) for criterion t: a better value, or the
+ * same value at an earlier position (NumPy's first occurrence). */
+APK_FN int apk_beats(int t, double v, int32_t at, double bv, int32_t bat)
+{
+	if (bat < 0)
+		return 1;
+	if (v == bv)
+		return at < bat;
+	return (t & 1) ? v < bv : v > bv;
+}
+
+APK_FN void apk_best_offer(apk_best_t *b, double m, double sd, int32_t at)
+{
+	double v[4] = { m, m, sd, sd };
+	for (int t = 0; t < 4; t++)
+		if (apk_beats(t, v[t], at, b->v[t], b->at[t])) {
+			b->v[t] = v[t];
+			b->at[t] = at;
+		}
+}
+
+APK_FN void apk_best_merge(apk_best_t *b, const apk_best_t *o)
+{
+	for (int t = 0; t < 4; t++)
+		if (o->at[t] >= 0 && apk_beats(t, o->v[t], o->at[t], b->v[t], b->at[t])) {
+			b->v[t] = o->v[t];
+			b->at[t] = o->at[t];
+		}
+}
+
+/* Thread `lane` of `nlanes` scanning the container's range: positions
+ * lane, lane + nlanes, ... of its raster order. */
+APK_FN void apk_refs_scan(const double *mean, const double *std, int nw, int r0, int r1, int c0,
+			  int c1, int lane, int nlanes, apk_best_t *b)
+{
+	int wc = c1 - c0;
+	long long cnt = (r1 > r0 && wc > 0) ? (long long)(r1 - r0) * wc : 0;
+	apk_best_init(b);
+	for (long long u = lane; u < cnt; u += nlanes) {
+		int r = r0 + (int)(u / wc), c = c0 + (int)(u % wc);
+		int32_t at = r * nw + c;
+		apk_best_offer(b, mean[at], std[at], at);
+	}
+}
+
+/* Writes the container's four references (top-left pixels) to ref[4][2];
+ * an empty range gives the container's top-left pixel. */
+APK_FN void apk_refs_write(const apk_best_t *b, int nw, int r0, int c0, int32_t *ref)
+{
+	for (int t = 0; t < 4; t++) {
+		ref[2 * t] = b->at[t] < 0 ? r0 : b->at[t] / nw;
+		ref[2 * t + 1] = b->at[t] < 0 ? c0 : b->at[t] % nw;
+	}
+}
+
+/* ---- union-find ---------------------------------------------------------- */
+
+APK_FN int32_t apk_find(const int32_t *par, int32_t p)
+{
+	int32_t q;
+	while ((q = APK_LOAD(par + p)) != p)
+		p = q;
+	return p;
+}
+
+APK_FN void apk_unite(int32_t *par, int32_t a, int32_t b)
+{
+	for (;;) {
+		a = apk_find(par, a);
+		b = apk_find(par, b);
+		if (a == b)
+			return;
+		if (a > b) {
+			int32_t t = a;
+			a = b;
+			b = t;
+		}
+		int32_t old = APK_ATOMIC_MIN(par + b, a);
+		if (old == b)
+			return; /* b was still a root: linked */
+		b = old;        /* b moved under `old` meanwhile: unite a with it */
+	}
+}
+
+/* Pixel p of [h][w] is a member when (mask[p] != 0) == want. */
+APK_FN int apk_member(const uint8_t *mask, int want, int32_t p)
+{
+	return (mask[p] != 0) == (want != 0);
+}
+
+APK_FN void apk_ccl_init(const uint8_t *mask, int want, int32_t p, int32_t *par)
+{
+	par[p] = apk_member(mask, want, p) ? p : -1;
+}
+
+/* Unites member p with its member neighbours before it in raster order:
+ * left and up (4-connectivity), plus up-left and up-right (8). */
+APK_FN void apk_ccl_merge(const uint8_t *mask, int want, int h, int w, int conn8, int32_t p,
+			  int32_t *par)
+{
+	int y = p / w, x = p % w;
+	(void)h;
+	if (!apk_member(mask, want, p))
+		return;
+	if (x > 0 && apk_member(mask, want, p - 1))
+		apk_unite(par, p, p - 1);
+	if (y > 0) {
+		if (apk_member(mask, want, p - w))
+			apk_unite(par, p, p - w);
+		if (conn8 && x > 0 && apk_member(mask, want, p - w - 1))
+			apk_unite(par, p, p - w - 1);
+		if (conn8 && x + 1 < w && apk_member(mask, want, p - w + 1))
+			apk_unite(par, p, p - w + 1);
+	}
+}
+
+APK_FN void apk_ccl_compress(int32_t p, int32_t *par)
+{
+	if (par[p] >= 0)
+		par[p] = apk_find(par, p);
+}
+
+/* ---- morphology ---------------------------------------------------------- */
+
+/* Hole filling, after the background (want 0) was labelled 4-connected
+ * and compressed: flag[root] = 1 for background pixels on the border
+ * (flag zeroed before), then filled[p] = a[p] || !flag[root(p)]. */
+APK_FN void apk_fill_mark(const uint8_t *a, int h, int w, int32_t p, const int32_t *par,
+			  uint8_t *flag)
+{
+	int y = p / w, x = p % w;
+	if (!a[p] && (y == 0 || x == 0 || y == h - 1 || x == w - 1))
+		flag[par[p]] = 1;
+}
+
+APK_FN void apk_fill_out(const uint8_t *a, int32_t p, const int32_t *par, const uint8_t *flag,
+			 uint8_t *filled)
+{
+	filled[p] = a[p] ? 1 : !flag[par[p]];
+}
+
+/* The copy apple_morphology() refills when a fill leaves no 0: seg with
+ * its top-left 100 x 100 pixels cleared. */
+APK_FN void apk_clear_corner(const uint8_t *seg, int w, int32_t p, uint8_t *out)
+{
+	int y = p / w, x = p % w;
+	out[p] = (y < 100 && x < 100) ? 0 : seg[p];
+}
+
+/* Distance transform, phase 1, thread x < w + 2: g[y][x] of the image
+ * padded by one zero pixel all round ([h + 2][w + 2]), the vertical
+ * distance to the nearest 0 (apple_edt2()). */
+APK_FN void apk_edt_col(const uint8_t *a, int h, int w, int x, int32_t *g)
+{
+	const int H = h + 2, W = w + 2;
+	g[x] = 0;
+	for (int y = 1; y < H; y++) {
+		int in = y <= h && x >= 1 && x <= w && a[(size_t)(y - 1) * w + x - 1];
+		g[(size_t)y * W + x] = in ? g[(size_t)(y - 1) * W + x] + 1 : 0;
+	}
+	for (int y = H - 2; y >= 0; y--)
+		if (g[(size_t)(y + 1) * W + x] < g[(size_t)y * W + x])
+			g[(size_t)y * W + x] = g[(size_t)(y + 1) * W + x] + 1;
+}
+
+/* Phase 2 (Meijster), thread y in [1, h]: squared distances of row y - 1
+ * of the image into d2 [h][w]; s and t: w + 2 int32 each, the thread's own. */
+APK_FN void apk_edt_row(const int32_t *g, int h, int w, int y, int32_t *s, int32_t *t,
+			int32_t *d2)
+{
+	const int W = w + 2;
+	const int32_t *G = g + (size_t)y * W;
+	int k = 0;
+	(void)h;
+	s[0] = 0;
+	t[0] = 0;
+#define APK_F(x, i) ((long long)((x) - (i)) * ((x) - (i)) + (long long)G[i] * G[i])
+	for (int u = 1; u < W; u++) {
+		while (k >= 0 && APK_F(t[k], s[k]) > APK_F(t[k], u))
+			k--;
+		if (k < 0) {
+			k = 0;
+			s[0] = u;
+		} else {
+			long long num = (long long)u * u - (long long)s[k] * s[k] +
+					(long long)G[u] * G[u] - (long long)G[s[k]] * G[s[k]];
+			long long q = 2LL * (u - s[k]), wv = num / q;
+			if (num % q != 0 && ((num < 0) != (q < 0)))
+				wv--; /* floor division */
+			wv += 1;
+			if (wv < W) {
+				k++;
+				s[k] = u;
+				t[k] = (int32_t)wv;
+			}
+		}
+	}
+	for (int u = W - 1; u >= 0; u--) {
+		if (u >= 1 && u <= w)
+			d2[(size_t)(y - 1) * w + u - 1] = (int32_t)APK_F(u, s[k]);
+		if (u == t[k])
+			k--;
+	}
+#undef APK_F
+}
+
+/* Erosion by the small disk: ero[p] = d2[p] > rmin. */
+APK_FN void apk_erode(const int32_t *d2, long long rmin, int32_t p, uint8_t *ero)
+{
+	ero[p] = d2[p] > rmin;
+}
+
+/* After ero was labelled 8-connected and compressed: hit[root] = 1 where
+ * the large disk's erosion (d2 > rmax) meets the component (hit zeroed
+ * before); then out[p] = ero[p] && !hit[root(p)]. */
+APK_FN void apk_hit_mark(const uint8_t *ero, const int32_t *d2, long long rmax, int32_t p,
+			 const int32_t *par, uint8_t *hit)
+{
+	if (ero[p] && d2[p] > rmax)
+		hit[par[p]] = 1;
+}
+
+APK_FN void apk_hit_out(const uint8_t *ero, int32_t p, const int32_t *par, const uint8_t *hit,
+			uint8_t *out)
+{
+	out[p] = ero[p] && !hit[par[p]];
+}
+
+#endif /* SP_APPLE_KERN_H */
