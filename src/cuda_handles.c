@@ -1,6 +1,7 @@
 /* Per-worker cuBLAS/cuSOLVER handles bound to the workers' streams, and async scratch. */
 #include "cuda_handles.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -12,6 +13,27 @@
 static cublasHandle_t blas[STARPU_NMAXWORKERS];
 static cusolverDnHandle_t solver[STARPU_NMAXWORKERS];
 static atomic_int failures;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*hooks[8])(void);
+static int nhooks;
+
+void sp_cuda_at_shutdown(void (*fn)(void))
+{
+	pthread_mutex_lock(&hooks_lock);
+	int known = 0;
+	for (int i = 0; i < nhooks; i++)
+		known |= hooks[i] == fn;
+	if (!known && nhooks < (int)(sizeof hooks / sizeof hooks[0]))
+		hooks[nhooks++] = fn;
+	pthread_mutex_unlock(&hooks_lock);
+}
+
+static void hooks_cb(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < nhooks; i++)
+		hooks[i]();
+}
 
 static void create_cb(void *arg)
 {
@@ -51,8 +73,14 @@ int sp_cuda_handles_init(sp_err_t *err)
 
 void sp_cuda_handles_shutdown(void)
 {
-	if (starpu_cuda_worker_get_count() > 0)
-		starpu_execute_on_each_worker(destroy_cb, NULL, STARPU_CUDA);
+	if (starpu_cuda_worker_get_count() == 0)
+		return;
+	pthread_mutex_lock(&hooks_lock);
+	if (nhooks > 0)
+		starpu_execute_on_each_worker(hooks_cb, NULL, STARPU_CUDA);
+	nhooks = 0;
+	pthread_mutex_unlock(&hooks_lock);
+	starpu_execute_on_each_worker(destroy_cb, NULL, STARPU_CUDA);
 }
 
 void sp_cuda_handles(void **b, void **s)

@@ -24,6 +24,12 @@ void sp_cuda_handles_shutdown(void);
 /* The calling CUDA worker's handles (cublasHandle_t, cusolverDnHandle_t). */
 void sp_cuda_handles(void **blas, void **solver);
 
+/* Registers fn to run on every CUDA worker at sp_cuda_handles_shutdown(),
+ * before the handles go (to free per-worker plans or buffers a codelet
+ * made on first use); at most 8, each once (later calls are ignored).
+ * Thread-safe. */
+void sp_cuda_at_shutdown(void (*fn)(void));
+
 int sp_cuda_malloc_async(void **p, size_t bytes, struct CUstream_st *stream);
 void sp_cuda_free_async(void *p, struct CUstream_st *stream);
 

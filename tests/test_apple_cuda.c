@@ -1,4 +1,4 @@
-/* Unit tests of the APPLE-Picker CUDA kernels (FFT score, SVM classification) against their CPU twins. */
+/* Unit tests of the APPLE-Picker CUDA kernels (preprocess, moments, references, FFT score, SVM, morphology) against their CPU twins. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "cudatest.h"
@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../codelets/apple/apple.h"
+#include "../codelets/apple/mrc.h"
 #include "npyread.h"
 #include "testutil.h"
 
@@ -360,6 +361,158 @@ static void test_random_classify(void **state)
 	free(std);
 }
 
+/* ---- preprocess, moments, references, morphology: bit for bit ---- */
+
+static void *download(const void *d, size_t bytes)
+{
+	void *h = xmalloc(bytes);
+	CK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
+	CK(cudaStreamSynchronize(stream));
+	return h;
+}
+
+/* The whole prepare chain on the 2k micrograph (the glue's CUDA prepare
+ * task): preprocess, moments, references, each compared with the CPU's. */
+static void test_prepare_2k(void **state)
+{
+	char path[1024];
+	apple_params_t p = { .particle_size = 78 };
+	apple_sizes_t s;
+	apple_mrc_t hdr;
+	float *mic = NULL;
+	sp_err_t err = { 0 };
+	(void)state;
+
+	assert_int_equal(apple_mrc_load_f32(shared_path(path, sizeof path,
+							"data/apple/synth_2k_float32.mrc"),
+					    &hdr, &mic, &err),
+			 0);
+	apple_params_defaults(&p);
+	assert_int_equal(apple_params_derive(&p, hdr.ny, hdr.nx, &s, &err), 0);
+	const int n = s.n, nw = s.nw, q = s.query;
+	const size_t nn = (size_t)n * n, ww = (size_t)nw * nw;
+
+	double *im = xmalloc(sizeof(double) * nn), *mean = xmalloc(sizeof(double) * ww);
+	double *std = xmalloc(sizeof(double) * ww);
+	double *work = xmalloc(sizeof(double) * apple_preprocess_work_size(&p, &s));
+	int32_t *ref = xmalloc(sizeof(int32_t) * 2 * (size_t)s.nref);
+	apple_preprocess(&p, &s, mic, hdr.ny, hdr.nx, im, NULL, work);
+	free(work);
+	work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
+	apple_moments(im, n, q, mean, std, work);
+	free(work);
+	apple_refs_select(&s, mean, std, ref);
+
+	float *d_mic = upload(mic, sizeof(float) * (size_t)hdr.ny * hdr.nx);
+	double *d_im = dmalloc(sizeof(double) * nn), *d_mean = dmalloc(sizeof(double) * ww);
+	double *d_std = dmalloc(sizeof(double) * ww);
+	int32_t *d_ref = dmalloc(sizeof(int32_t) * 2 * (size_t)s.nref);
+	size_t sb = apple_preprocess_cuda_scratch(&s), sm = apple_moments_cuda_scratch(n, q);
+	void *d_scr = dmalloc(sb > sm ? sb : sm);
+	assert_int_equal(apple_preprocess_cuda(&p, &s, d_mic, hdr.ny, hdr.nx, d_im, d_scr,
+					       (struct CUstream_st *)stream),
+			 0);
+	assert_int_equal(apple_moments_cuda(d_im, n, q, d_mean, d_std, d_scr,
+					    (struct CUstream_st *)stream),
+			 0);
+	assert_int_equal(apple_refs_select_cuda(&s, d_mean, d_std, d_ref, (struct CUstream_st *)stream),
+			 0);
+	double *gim = download(d_im, sizeof(double) * nn);
+	double *gmean = download(d_mean, sizeof(double) * ww), *gstd = download(d_std, sizeof(double) * ww);
+	int32_t *gref = download(d_ref, sizeof(int32_t) * 2 * (size_t)s.nref);
+	size_t dim = 0, dm = 0, ds = 0;
+	for (size_t i = 0; i < nn; i++)
+		dim += memcmp(&im[i], &gim[i], sizeof(double)) != 0;
+	for (size_t i = 0; i < ww; i++) {
+		dm += memcmp(&mean[i], &gmean[i], sizeof(double)) != 0;
+		ds += memcmp(&std[i], &gstd[i], sizeof(double)) != 0;
+	}
+	print_message("# 2k prepare: %zu/%zu image pixels, %zu/%zu means, %zu/%zu stds differ "
+		      "from the CPU's bits\n", dim, nn, dm, ww, ds, ww);
+	assert_int_equal(dim, 0);
+	assert_int_equal(dm, 0);
+	assert_int_equal(ds, 0);
+	assert_memory_equal(gref, ref, sizeof(int32_t) * 2 * (size_t)s.nref);
+	/* a crop past the micrograph is refused */
+	assert_int_equal(apple_preprocess_cuda(&p, &s, d_mic, hdr.ny, s.side, d_im, d_scr,
+					       (struct CUstream_st *)stream),
+			 SP_EINVAL);
+	CK(cudaFree(d_mic));
+	CK(cudaFree(d_im));
+	CK(cudaFree(d_mean));
+	CK(cudaFree(d_std));
+	CK(cudaFree(d_ref));
+	CK(cudaFree(d_scr));
+	free(mic);
+	free(im);
+	free(mean);
+	free(std);
+	free(ref);
+	free(gim);
+	free(gmean);
+	free(gstd);
+	free(gref);
+}
+
+static size_t compare_morphology(const apple_sizes_t *s, const uint8_t *seg, const char *what)
+{
+	const int nw = s->nw;
+	const size_t n2 = (size_t)nw * nw;
+	uint8_t *cpu = xmalloc(n2), *w8 = xmalloc(n2);
+	int32_t *w32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	size_t diff = 0, ones = 0;
+
+	apple_morphology(s, seg, cpu, w8, w32);
+	uint8_t *d_seg = upload(seg, n2), *d_out = dmalloc(n2);
+	void *d_scr = dmalloc(apple_morphology_cuda_scratch(nw));
+	for (int rep = 0; rep < 3; rep++) { /* the races differ from run to run */
+		CK(cudaMemsetAsync(d_out, 0x55, n2, stream));
+		assert_int_equal(apple_morphology_cuda(s, d_seg, d_out, d_scr,
+						       (struct CUstream_st *)stream),
+				 0);
+		uint8_t *g = download(d_out, n2);
+		for (size_t i = 0; i < n2; i++)
+			diff += g[i] != cpu[i];
+		free(g);
+	}
+	for (size_t i = 0; i < n2; i++)
+		ones += cpu[i];
+	print_message("# %s: nw %d, %zu pixels kept, %zu differ (3 runs)\n", what, nw, ones, diff);
+	CK(cudaFree(d_seg));
+	CK(cudaFree(d_out));
+	CK(cudaFree(d_scr));
+	free(cpu);
+	free(w8);
+	free(w32);
+	return diff;
+}
+
+static void test_morphology_cuda(void **state)
+{
+	apple_params_t p = { .particle_size = 78 };
+	apple_sizes_t s;
+	sp_err_t err;
+	(void)state;
+
+	apple_params_defaults(&p);
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
+	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", s.nw, s.nw, 1);
+	assert_int_equal(compare_morphology(&s, svm, "2k SVM segmentation"), 0);
+	free(svm);
+
+	/* noise fields near percolation (long, branching components), and
+	 * the all-particle field (the corner rule) */
+	apple_sizes_t r = { .nw = 700, .min_size = 1, .max_size = 4 };
+	uint8_t *seg = xmalloc((size_t)r.nw * r.nw);
+	for (size_t i = 0; i < (size_t)r.nw * r.nw; i++)
+		seg[i] = urand() < 0.62;
+	assert_int_equal(compare_morphology(&r, seg, "random field"), 0);
+	memset(seg, 1, (size_t)r.nw * r.nw);
+	r.max_size = 2000;
+	assert_int_equal(compare_morphology(&r, seg, "all particle"), 0);
+	free(seg);
+}
+
 int main(void)
 {
 	cuda_skip_without_device();
@@ -367,6 +520,8 @@ int main(void)
 		cmocka_unit_test(test_random_score),
 		cmocka_unit_test(test_random_classify),
 		cmocka_unit_test(test_2k),
+		cmocka_unit_test(test_prepare_2k),
+		cmocka_unit_test(test_morphology_cuda),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -293,9 +293,41 @@ int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int 
 			       const double *spec, int nref, int qbegin, int qend, double *resp,
 			       void *scratch, struct CUstream_st *stream);
 
+/* Bytes of device scratch apple_preprocess_cuda() needs. */
+size_t apple_preprocess_cuda_scratch(const apple_sizes_t *s);
+
+/* Twin of apple_preprocess() (no float32 copy): micrograph [ny][nx] and
+ * im [n][n] device arrays; bit-identical to the CPU (the taps come from
+ * apple_lowpass_kernel() on the host). */
+int apple_preprocess_cuda(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
+			  int ny, int nx, double *im, void *scratch, struct CUstream_st *stream);
+
+/* Bytes of device scratch apple_moments_cuda() needs. */
+size_t apple_moments_cuda_scratch(int n, int q);
+
+/* Twin of apple_moments(), bit-identical (the same sums in the same order). */
+int apple_moments_cuda(const double *im, int n, int q, double *mean, double *std, void *scratch,
+		       struct CUstream_st *stream);
+
+/* Twin of apple_refs_select(): one block per container; ref [nref][2]
+ * device.  Identical references for finite moments (a NaN poisons the
+ * CPU's scan and is excluded upstream: apple.read rejects non-finite
+ * pixels). */
+int apple_refs_select_cuda(const apple_sizes_t *s, const double *mean, const double *std,
+			   int32_t *ref, struct CUstream_st *stream);
+
+/* Bytes of device scratch apple_morphology_cuda() needs (~25 nw^2). */
+size_t apple_morphology_cuda_scratch(int nw);
+
+/* Twin of apple_morphology(): seg and out [nw][nw] device arrays, the same
+ * output byte for byte (union-find labelling instead of the CPU's
+ * sequential scan; a component's identity does not depend on the order). */
+int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, void *scratch,
+			  struct CUstream_st *stream);
+
 /* Doubles of the packed support vectors (3 nsv), and the packing on the
  * host: svc[i] = (sv[i][0], sv[i][1], coef[i]); the caller copies it to
- * the device. */
+ * the device.  (apple_cpu.c: in every build.) */
 size_t apple_svm_cuda_size(const apple_svm_t *m);
 void apple_svm_cuda_pack(const apple_svm_t *m, double *svc);
 

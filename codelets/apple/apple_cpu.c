@@ -753,6 +753,20 @@ void apple_classify_rows(const apple_svm_t *m, const double *mean, const double 
 		}
 }
 
+size_t apple_svm_cuda_size(const apple_svm_t *m)
+{
+	return (size_t)m->nsv * 3;
+}
+
+void apple_svm_cuda_pack(const apple_svm_t *m, double *svc)
+{
+	for (int i = 0; i < m->nsv; i++) {
+		svc[3 * i] = m->sv[2 * i];
+		svc[3 * i + 1] = m->sv[2 * i + 1];
+		svc[3 * i + 2] = m->coef[i];
+	}
+}
+
 int apple_seg_uniform(const uint8_t *seg, size_t n)
 {
 	size_t ones = 0;

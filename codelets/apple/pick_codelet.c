@@ -5,19 +5,27 @@
 
 #include "../../src/stage.h"
 #include "apple_glue.h"
+#ifdef SP_HAVE_CUDA
+#include "../../src/cuda_handles.h"
+#endif
 
 /*
  * DESIGN: one micrograph becomes
  *   prepare (preprocess, moments, reference windows and their spectra)
  *   -> K score tasks over ranges of query windows (the heavy FFT part),
  *      each writing its rows of the response cube, a partition of it
- *   -> train (threshold, score map, training set, SVM)
+ *   -> train (threshold, score map, training set, SVM; CPU: libsvm)
  *   -> K classify tasks over ranges of window rows (a partition of seg)
- *   -> pick (morphology, centres, overlap removal, original coordinates).
- * All of it on CPU workers (the CUDA twins are not written yet).  The
- * small results (reference positions, the classifier) live in the job and
- * are ordered by the handles the tasks write; FFTW plans are made once per
- * worker and q, serialised, and reused (the planner is not thread-safe).
+ *   -> morph (hole filling, erosions, component filter)
+ *   -> pick (centres, overlap removal, original coordinates; CPU).
+ * prepare, score, classify and morph have CPU and CUDA implementations
+ * (apple_cpu.c, apple_cuda.cu) giving the same bits but for the score's
+ * transforms (see apple.h), so StarPU's scheduler may put any task on any
+ * worker.  The trained classifier lives in the job (its scalars, read by
+ * both implementations) and, packed, in a registered vector that StarPU
+ * moves to the GPU for the CUDA classification.  FFTW plans (CPU) and
+ * cuFFT plan sets (CUDA) are made once per worker and size, serialised,
+ * and reused; GPU scratch comes from the stream-ordered pool.
  */
 
 struct apple_job {
@@ -29,12 +37,13 @@ struct apple_job {
 	int *rb;          /* [k_class + 1] row range bounds */
 	double *im, *mean, *std, *spec, *resp;
 	int32_t *ref, *score;
-	uint8_t *seg;
+	uint8_t *seg, *morph;
+	double *svc;      /* packed support vectors [maxsv][3] (apple_svm_cuda_pack()) */
+	int maxsv;
 	apple_svm_t *svm;
-	starpu_data_handle_t him, hmean, hstd, hspec, hresp, hseg, hsvm;
-	int svm_token;    /* the registered "variable" that orders train -> classify */
+	starpu_data_handle_t him, hmean, hstd, hspec, hresp, hseg, hmorph, hsvc;
 	struct apple_task_arg *args;
-	sp_taskctx_t *ctx_prep, *ctx_score, *ctx_train, *ctx_class, *ctx_pick;
+	sp_taskctx_t *ctx_prep, *ctx_score, *ctx_train, *ctx_class, *ctx_morph, *ctx_pick;
 	apple_picks_val_t *picks;
 };
 
@@ -77,6 +86,47 @@ static apple_score_fft_t *worker_plan(int q)
 	pthread_mutex_unlock(&plan_lock);
 	return plans[w];
 }
+
+/* ---- per-worker cuFFT plan sets ---- */
+#ifdef SP_HAVE_CUDA
+/* Device scratch a score task may use; the chunk of queries per batched
+ * transform follows from it (apple_score_cuda_chunk()). */
+#define APPLE_CUDA_SCORE_BYTES ((size_t)256 << 20)
+
+static apple_score_cuda_t *cplans[STARPU_NMAXWORKERS];
+static int cplan_key[STARPU_NMAXWORKERS][3];
+
+static void free_cplans(void)
+{
+	int w = starpu_worker_get_id();
+	if (w >= 0)
+		apple_score_cuda_free(&cplans[w]);
+}
+
+/* The calling CUDA worker's plan set for (q, nref) and its chunk. */
+static apple_score_cuda_t *worker_cplan(const apple_sizes_t *s, int *chunk)
+{
+	int w = starpu_worker_get_id(), q = s->query, nref = s->nref;
+	int c = apple_score_cuda_chunk(q, nref, s->gy * s->gx, APPLE_CUDA_SCORE_BYTES);
+	*chunk = c;
+	if (cplans[w] != NULL && cplan_key[w][0] == q && cplan_key[w][1] == nref &&
+	    cplan_key[w][2] == c)
+		return cplans[w];
+	sp_cuda_at_shutdown(free_cplans);
+	apple_score_cuda_free(&cplans[w]);
+	cplans[w] = apple_score_cuda_new(q, nref, c);
+	cplan_key[w][0] = q;
+	cplan_key[w][1] = nref;
+	cplan_key[w][2] = c;
+	return cplans[w];
+}
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+	size_t m = a > b ? a : b;
+	return m > c ? m : c;
+}
+#endif
 
 /* ---- codelets ---- */
 
@@ -123,6 +173,87 @@ static void score_cpu(void *buffers[], void *cl_arg)
 			      a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
+#ifdef SP_HAVE_CUDA
+/* Stream-ordered scratch for a CUDA task, or NULL with the status set. */
+static void *task_scratch(struct apple_task_arg *a, size_t bytes, struct CUstream_st *stream)
+{
+	void *p = NULL;
+	if (sp_cuda_malloc_async(&p, bytes, stream) != 0) {
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot allocate %zu bytes of GPU memory",
+			      a->ctx->kernel, bytes);
+		return NULL;
+	}
+	return p;
+}
+
+static void prepare_cuda(void *buffers[], void *cl_arg)
+{
+	struct apple_task_arg *a = cl_arg;
+	struct apple_job *j = a->job;
+	const apple_sizes_t *s = &j->s;
+	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
+	int chunk;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	apple_score_cuda_t *pl = worker_cplan(s, &chunk);
+	if (pl == NULL) {
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot make the cuFFT plans", a->ctx->kernel);
+		return;
+	}
+	/* ref [nref][2] first, then one region the steps reuse in turn */
+	size_t rb = ((size_t)s->nref * 2 * sizeof(int32_t) + 255) / 256 * 256;
+	size_t bytes = rb + max3(apple_preprocess_cuda_scratch(s),
+				 apple_moments_cuda_scratch(s->n, s->query),
+				 apple_score_cuda_scratch(s->query, s->nref, chunk));
+	char *scr = task_scratch(a, bytes, st);
+	if (scr == NULL)
+		return;
+	double *im = (double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	double *mean = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
+	double *std = (double *)STARPU_VECTOR_GET_PTR(buffers[3]);
+	int32_t *ref = (int32_t *)scr;
+	int rc = apple_preprocess_cuda(&j->p, s, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				       j->ny, j->nx, im, scr + rb, st);
+	if (rc == 0)
+		rc = apple_moments_cuda(im, s->n, s->query, mean, std, scr + rb, st);
+	if (rc == 0)
+		rc = apple_refs_select_cuda(s, mean, std, ref, st);
+	if (rc == 0)
+		rc = apple_score_refs_fft_cuda(pl, im, s->n, s->query, ref, s->nref,
+					       (double *)STARPU_VECTOR_GET_PTR(buffers[4]), scr + rb,
+					       st);
+	if (rc != 0)
+		sp_status_set(a->ctx->status, rc, "%s: a CUDA kernel or cuFFT call failed", a->ctx->kernel);
+	sp_cuda_free_async(scr, st);
+}
+
+static void score_cuda(void *buffers[], void *cl_arg)
+{
+	struct apple_task_arg *a = cl_arg;
+	const apple_sizes_t *s = &a->job->s;
+	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
+	int chunk;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	apple_score_cuda_t *pl = worker_cplan(s, &chunk);
+	if (pl == NULL) {
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot make the cuFFT plans", a->ctx->kernel);
+		return;
+	}
+	void *scr = task_scratch(a, apple_score_cuda_scratch(s->query, s->nref, chunk), st);
+	if (scr == NULL)
+		return;
+	if (apple_score_responses_cuda(pl, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->n,
+				       s->query, s->gx,
+				       (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), s->nref,
+				       a->lo, a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]), scr,
+				       st) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: a CUDA kernel or cuFFT call failed",
+			      a->ctx->kernel);
+	sp_cuda_free_async(scr, st);
+}
+#endif
+
 static void train_cpu(void *buffers[], void *cl_arg)
 {
 	struct apple_task_arg *a = cl_arg;
@@ -132,6 +263,7 @@ static void train_cpu(void *buffers[], void *cl_arg)
 		return;
 	const double *resp = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	const double *im = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	double *svc = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
 	int nb = s->n / s->query, npos = 0, nneg = 0;
 	double *feat = malloc((size_t)nb * nb * 2 * sizeof *feat);
 	unsigned char *work = malloc(2 * (size_t)s->n * s->n);
@@ -150,6 +282,11 @@ static void train_cpu(void *buffers[], void *cl_arg)
 		sp_status_set(a->ctx->status, SP_EINVAL,
 			      "no classifier: the training set has %d particle and %d noise examples "
 			      "(particle_size or tau1/tau2 may not suit this micrograph)", npos, nneg);
+	else if (j->svm->nsv > j->maxsv) /* nsv <= npos + nneg <= nb^2: cannot happen */
+		sp_status_set(a->ctx->status, SP_EINVAL, "%s: %d support vectors, room for %d",
+			      __func__, j->svm->nsv, j->maxsv);
+	else
+		apple_svm_cuda_pack(j->svm, svc);
 out:
 	free(feat);
 	free(work);
@@ -166,58 +303,104 @@ static void classify_cpu(void *buffers[], void *cl_arg)
 			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
-static void pick_cpu(void *buffers[], void *cl_arg)
+static void morph_cpu(void *buffers[], void *cl_arg)
 {
 	struct apple_task_arg *a = cl_arg;
 	struct apple_job *j = a->job;
-	const apple_sizes_t *s = &j->s;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	const uint8_t *seg = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	int *xy = (int *)STARPU_VECTOR_GET_PTR(buffers[1]);
-	size_t nn = (size_t)s->nw * s->nw;
-	uint8_t *morph = malloc(nn), *work8 = malloc(nn);
-	int32_t *work32 = malloc(apple_morphology_work_size(s->nw) * sizeof *work32);
-	if (morph == NULL || work8 == NULL || work32 == NULL) {
+	size_t nn = (size_t)j->s.nw * j->s.nw;
+	uint8_t *work8 = malloc(nn);
+	int32_t *work32 = malloc(apple_morphology_work_size(j->s.nw) * sizeof *work32);
+	if (work8 == NULL || work32 == NULL)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
-		goto out;
-	}
-	apple_morphology(s, seg, morph, work8, work32);
-	int n = apple_pick(&j->p, s, morph, xy, j->picks->maxpick);
-	if (n < 0)
-		sp_status_set(a->ctx->status, n, "%s: out of memory", __func__);
 	else
-		j->picks->npick = n < j->picks->maxpick ? n : j->picks->maxpick;
-out:
-	free(morph);
+		apple_morphology(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				 (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]), work8, work32);
 	free(work8);
 	free(work32);
 }
 
-#define SP__APPLE_CL(var, fn, nb, ...)                 \
+#ifdef SP_HAVE_CUDA
+static void classify_cuda(void *buffers[], void *cl_arg)
+{
+	struct apple_task_arg *a = cl_arg;
+	struct apple_job *j = a->job;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (apple_classify_rows_cuda(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				     (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				     (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo,
+				     a->hi, (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				     (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", a->ctx->kernel);
+}
+
+static void morph_cuda(void *buffers[], void *cl_arg)
+{
+	struct apple_task_arg *a = cl_arg;
+	struct apple_job *j = a->job;
+	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
+	if (sp_status_failed(a->ctx->status))
+		return;
+	void *scr = task_scratch(a, apple_morphology_cuda_scratch(j->s.nw), st);
+	if (scr == NULL)
+		return;
+	if (apple_morphology_cuda(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				  (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]), scr, st) != 0)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", a->ctx->kernel);
+	sp_cuda_free_async(scr, st);
+}
+#endif
+
+static void pick_cpu(void *buffers[], void *cl_arg)
+{
+	struct apple_task_arg *a = cl_arg;
+	struct apple_job *j = a->job;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	int n = apple_pick(&j->p, &j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			   (int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->maxpick);
+	if (n < 0)
+		sp_status_set(a->ctx->status, n, "%s: out of memory", __func__);
+	else
+		j->picks->npick = n < j->picks->maxpick ? n : j->picks->maxpick;
+}
+
+#ifdef SP_HAVE_CUDA
+#define SP__APPLE_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
+#else
+#define SP__APPLE_CUDA(fn)
+#endif
+
+#define SP__APPLE_CL(var, cuda, nb, ...)               \
 	static struct starpu_perfmodel var##_model = { \
 		.type = STARPU_HISTORY_BASED,          \
 		.symbol = "apple_" #var,               \
 	};                                             \
 	static struct starpu_codelet var##_cl = {      \
-		.cpu_funcs = { fn },                   \
+		.cpu_funcs = { var##_cpu },            \
+		cuda                                   \
 		.nbuffers = nb,                        \
 		.modes = { __VA_ARGS__ },              \
 		.model = &var##_model,                 \
 		.name = "apple_" #var,                 \
 	}
 
-SP__APPLE_CL(prepare, prepare_cpu, 5, STARPU_R, STARPU_W, STARPU_W, STARPU_W, STARPU_W);
-SP__APPLE_CL(score, score_cpu, 3, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(train, train_cpu, 3, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(classify, classify_cpu, 4, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(pick, pick_cpu, 2, STARPU_R, STARPU_W);
+SP__APPLE_CL(prepare, SP__APPLE_CUDA(prepare_cuda), 5, STARPU_R, STARPU_W, STARPU_W, STARPU_W,
+	     STARPU_W);
+SP__APPLE_CL(score, SP__APPLE_CUDA(score_cuda), 3, STARPU_R, STARPU_R, STARPU_W);
+SP__APPLE_CL(train, , 3, STARPU_R, STARPU_R, STARPU_W);
+SP__APPLE_CL(classify, SP__APPLE_CUDA(classify_cuda), 4, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
+SP__APPLE_CL(morph, SP__APPLE_CUDA(morph_cuda), 2, STARPU_R, STARPU_W);
+SP__APPLE_CL(pick, , 2, STARPU_R, STARPU_W);
 
 static void job_free(struct apple_job *j)
 {
 	if (j == NULL)
 		return;
-	starpu_data_handle_t hs[] = { j->him, j->hmean, j->hstd, j->hspec, j->hresp, j->hseg, j->hsvm };
+	starpu_data_handle_t hs[] = { j->him,  j->hmean,  j->hstd, j->hspec,
+				      j->hresp, j->hseg, j->hmorph, j->hsvc };
 	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
 		if (hs[i] != NULL)
 			starpu_data_unregister(hs[i]);
@@ -227,6 +410,8 @@ static void job_free(struct apple_job *j)
 	starpu_free(j->spec);
 	starpu_free(j->resp);
 	starpu_free(j->seg);
+	starpu_free(j->morph);
+	starpu_free(j->svc);
 	free(j->ref);
 	free(j->score);
 	free(j->qb);
@@ -311,11 +496,15 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
 	j->ref = malloc((size_t)s->nref * 2 * sizeof *j->ref);
 	j->score = malloc((size_t)nquery * sizeof *j->score);
-	j->args = calloc((size_t)(j->k_score + (j->k_class + 1) * (APPLE_MAX_RETRAIN + 1) + 2),
+	j->args = calloc((size_t)(j->k_score + (j->k_class + 1) * (APPLE_MAX_RETRAIN + 1) + 3),
 			 sizeof *j->args);
 	/* At most one pick per window row and column pair is impossible to
 	 * exceed: bound by the windows of the minimum particle. */
 	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
+	/* support vectors <= training examples <= (n / q)^2 blocks */
+	j->maxsv = (s->n / s->query) * (s->n / s->query);
+	if (j->maxsv < 1)
+		j->maxsv = 1;
 	if (!j->qb || !j->rb || !j->ref || !j->score || !j->args ||
 	    alloc_reg(&j->him, (void **)&j->im, (size_t)s->n * s->n, sizeof(double)) ||
 	    alloc_reg(&j->hmean, (void **)&j->mean, (size_t)s->nw * s->nw, sizeof(double)) ||
@@ -324,10 +513,10 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 		      sizeof(double)) ||
 	    alloc_reg(&j->hresp, (void **)&j->resp, (size_t)nquery * s->nref, sizeof(double)) ||
 	    alloc_reg(&j->hseg, (void **)&j->seg, (size_t)s->nw * s->nw, 1) ||
+	    alloc_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nw * s->nw, 1) ||
+	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double)) ||
 	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)))
 		return sp_status_set(status, SP_ENOMEM, "%s: out of memory", m->path);
-	starpu_variable_data_register(&j->hsvm, STARPU_MAIN_RAM, (uintptr_t)&j->svm_token,
-				      sizeof j->svm_token);
 	split(nquery, j->k_score, j->qb);
 	split(s->nw, j->k_class, j->rb);
 
@@ -335,8 +524,10 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	j->ctx_score = sp_item_taskctx(item, st, "apple_score");
 	j->ctx_train = sp_item_taskctx(item, st, "apple_train");
 	j->ctx_class = sp_item_taskctx(item, st, "apple_classify");
+	j->ctx_morph = sp_item_taskctx(item, st, "apple_morph");
 	j->ctx_pick = sp_item_taskctx(item, st, "apple_pick");
-	if (!j->ctx_prep || !j->ctx_score || !j->ctx_train || !j->ctx_class || !j->ctx_pick)
+	if (!j->ctx_prep || !j->ctx_score || !j->ctx_train || !j->ctx_class || !j->ctx_morph ||
+	    !j->ctx_pick)
 		return SP_ENOMEM;
 
 	struct apple_task_arg *a = j->args;
@@ -380,13 +571,13 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	/* Train and classify; as ASPIRE, retrain with larger tau when the whole
 	 * micrograph comes out one class (bounded here; ASPIRE's loop is not). */
 	for (int attempt = 0; attempt <= APPLE_MAX_RETRAIN && ret == 0; attempt++) {
-		SUBMIT(train_cl, j->ctx_train, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvm);
+		SUBMIT(train_cl, j->ctx_train, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvc);
 		starpu_data_partition(j->hseg, &fr);
 		for (int i = 0; i < j->k_class; i++) {
 			a->lo = j->rb[i];
 			a->hi = j->rb[i + 1];
 			SUBMIT(classify_cl, j->ctx_class, STARPU_R, j->hmean, STARPU_R, j->hstd, STARPU_R,
-			       j->hsvm, STARPU_W, starpu_data_get_sub_data(j->hseg, 1, i));
+			       j->hsvc, STARPU_W, starpu_data_get_sub_data(j->hseg, 1, i));
 		}
 		starpu_data_unpartition(j->hseg, STARPU_MAIN_RAM);
 		if (ret != 0 || attempt == APPLE_MAX_RETRAIN)
@@ -403,7 +594,8 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 		sp_item_report_num(item, "retrain_attempts", attempt + 1);
 	}
 	free(len);
-	SUBMIT(pick_cl, j->ctx_pick, STARPU_R, j->hseg, STARPU_W, pv->h);
+	SUBMIT(morph_cl, j->ctx_morph, STARPU_R, j->hseg, STARPU_W, j->hmorph);
+	SUBMIT(pick_cl, j->ctx_pick, STARPU_R, j->hmorph, STARPU_W, pv->h);
 #undef SUBMIT
 	if (ret != 0)
 		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", m->path, ret);
@@ -440,6 +632,10 @@ const sp_stage_kind_t sp_apple_pick_kind = {
 	.ninputs = 1,
 	.outputs = pick_outputs,
 	.noutputs = 1,
+#ifdef SP_HAVE_CUDA
+	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
+#else
 	.impl = SP_IMPL_CPU,
+#endif
 	.run = pick_run,
 };
