@@ -200,7 +200,11 @@ static void run_item(struct sp_batch *b, size_t idx)
 	free(values);
 report:
 	if (sp_status_failed(&item->status)) {
-		fprintf(stderr, "starpipe: %s\n", item->status.err.msg);
+		/* one line naming the item, whichever task set the message */
+		if (strstr(item->status.err.msg, item->path) == NULL)
+			fprintf(stderr, "starpipe: %s: %s\n", item->path, item->status.err.msg);
+		else
+			fprintf(stderr, "starpipe: %s\n", item->status.err.msg);
 		atomic_fetch_add(&b->nfailed, 1);
 	} else {
 		atomic_fetch_add(&b->nok, 1);
