@@ -217,15 +217,21 @@ static size_t compare_classify(const char *what, const apple_svm_t *m, const dou
 
 /* ---- the 2k image ---- */
 
-static void test_2k(void **state)
+/* The sizes of the shared 2k micrograph with particle_size 78. */
+static void sizes_2k(apple_sizes_t *s)
 {
 	apple_params_t p = { .particle_size = 78 };
-	apple_sizes_t s;
 	sp_err_t err;
+	apple_params_defaults(&p);
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, s, &err), 0);
+}
+
+static void test_2k(void **state)
+{
+	apple_sizes_t s;
 	(void)state;
 
-	apple_params_defaults(&p);
-	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
+	sizes_2k(&s);
 	const int n = s.n, nw = s.nw, q = s.query, nq = s.gy * s.gx, nref = s.nref;
 	float *pre = npy_read_shared("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
 	double *im = xmalloc(sizeof(double) * (size_t)n * n);
@@ -489,13 +495,10 @@ static size_t compare_morphology(const apple_sizes_t *s, const uint8_t *seg, con
 
 static void test_morphology_cuda(void **state)
 {
-	apple_params_t p = { .particle_size = 78 };
 	apple_sizes_t s;
-	sp_err_t err;
 	(void)state;
 
-	apple_params_defaults(&p);
-	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
+	sizes_2k(&s);
 	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", s.nw, s.nw, 1);
 	assert_int_equal(compare_morphology(&s, svm, "2k SVM segmentation"), 0);
 	free(svm);

@@ -1,5 +1,6 @@
 /* APPLE-Picker CPU kernels: parameters, preprocessing, moments, FFT query score, SVM, morphology, picking. */
 #include "apple.h"
+#include "apple_kern.h"
 
 #include <float.h>
 #include <math.h>
@@ -778,61 +779,18 @@ int apple_seg_uniform(const uint8_t *seg, size_t n)
 
 /* ---- step 6: morphology ------------------------------------------------ */
 
-static inline long long floordiv(long long a, long long b)
-{
-	long long q = a / b;
-	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 void apple_edt2(const uint8_t *a, int h, int w, int32_t *d2, int32_t *work)
 {
-	const int H = h + 2, W = w + 2, M = H > W ? H : W;
-	int32_t *g = work;
+	const int W = w + 2;
+	int32_t *g = work, *st = work + (size_t)(h + 2) * W;
 
-	/* phase 1: vertical distance to the nearest 0 (pad rows are 0) */
-	for (int x = 0; x < W; x++) {
-		g[x] = 0;
-		for (int y = 1; y < H; y++) {
-			int in = y >= 1 && y <= h && x >= 1 && x <= w && a[(size_t)(y - 1) * w + x - 1];
-			g[(size_t)y * W + x] = in ? g[(size_t)(y - 1) * W + x] + 1 : 0;
-		}
-		for (int y = H - 2; y >= 0; y--)
-			if (g[(size_t)(y + 1) * W + x] < g[(size_t)y * W + x])
-				g[(size_t)y * W + x] = g[(size_t)(y + 1) * W + x] + 1;
-	}
-	/* phase 2 (Meijster): lower envelope of parabolas, exact integers */
-	int32_t *s = work + (size_t)H * W, *t = s + M;
-	for (int y = 1; y <= h; y++) {
-		const int32_t *G = g + (size_t)y * W;
-		int k = 0;
-		s[0] = 0;
-		t[0] = 0;
-#define F(x, i) ((long long)((x) - (i)) * ((x) - (i)) + (long long)G[i] * G[i])
-		for (int u = 1; u < W; u++) {
-			while (k >= 0 && F(t[k], s[k]) > F(t[k], u))
-				k--;
-			if (k < 0) {
-				k = 0;
-				s[0] = u;
-			} else {
-				long long num = (long long)u * u - (long long)s[k] * s[k] +
-						(long long)G[u] * G[u] - (long long)G[s[k]] * G[s[k]];
-				long long wv = 1 + floordiv(num, 2LL * (u - s[k]));
-				if (wv < W) {
-					k++;
-					s[k] = u;
-					t[k] = (int32_t)wv;
-				}
-			}
-		}
-		for (int u = W - 1; u >= 0; u--) {
-			if (u >= 1 && u <= w)
-				d2[(size_t)(y - 1) * w + u - 1] = (int32_t)F(u, s[k]);
-			if (u == t[k])
-				k--;
-		}
-#undef F
-	}
+	/* the CUDA kernels' bodies, one column, then one row, at a time; the
+	 * definition is checked independently (test_apple_cpu: erosion by
+	 * definition) */
+	for (int x = 0; x < W; x++)
+		apk_edt_col(a, h, w, x, g);
+	for (int y = 1; y <= h; y++)
+		apk_edt_row(g, h, w, y, st, st + W, d2);
 }
 
 static inline int32_t uf_find(int32_t *par, int32_t p)

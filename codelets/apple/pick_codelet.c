@@ -186,6 +186,18 @@ static void *task_scratch(struct apple_task_arg *a, size_t bytes, struct CUstrea
 	return p;
 }
 
+/* The worker's cuFFT plan set for a task that uses one, or NULL (the item
+ * failed already, or the plans cannot be made: status set). */
+static apple_score_cuda_t *task_cplan(struct apple_task_arg *a, int *chunk)
+{
+	if (sp_status_failed(a->ctx->status))
+		return NULL;
+	apple_score_cuda_t *pl = worker_cplan(&a->job->s, chunk);
+	if (pl == NULL)
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot make the cuFFT plans", a->ctx->kernel);
+	return pl;
+}
+
 static void prepare_cuda(void *buffers[], void *cl_arg)
 {
 	struct apple_task_arg *a = cl_arg;
@@ -193,13 +205,9 @@ static void prepare_cuda(void *buffers[], void *cl_arg)
 	const apple_sizes_t *s = &j->s;
 	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
 	int chunk;
-	if (sp_status_failed(a->ctx->status))
+	apple_score_cuda_t *pl = task_cplan(a, &chunk);
+	if (pl == NULL)
 		return;
-	apple_score_cuda_t *pl = worker_cplan(s, &chunk);
-	if (pl == NULL) {
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot make the cuFFT plans", a->ctx->kernel);
-		return;
-	}
 	/* ref [nref][2] first, then one region the steps reuse in turn */
 	size_t rb = ((size_t)s->nref * 2 * sizeof(int32_t) + 255) / 256 * 256;
 	size_t bytes = rb + max3(apple_preprocess_cuda_scratch(s),
@@ -233,13 +241,9 @@ static void score_cuda(void *buffers[], void *cl_arg)
 	const apple_sizes_t *s = &a->job->s;
 	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
 	int chunk;
-	if (sp_status_failed(a->ctx->status))
+	apple_score_cuda_t *pl = task_cplan(a, &chunk);
+	if (pl == NULL)
 		return;
-	apple_score_cuda_t *pl = worker_cplan(s, &chunk);
-	if (pl == NULL) {
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: cannot make the cuFFT plans", a->ctx->kernel);
-		return;
-	}
 	void *scr = task_scratch(a, apple_score_cuda_scratch(s->query, s->nref, chunk), st);
 	if (scr == NULL)
 		return;
