@@ -16,6 +16,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/extract.h"
+#include "fitsread.h"
 
 /*
  * DESIGN.  Two batches ("fixtures"), shared with test_desi_batch_cuda.c,
@@ -93,32 +94,6 @@ static size_t rows_len(const desi_batch_t *b)
 
 /* ---- the reference patch as a batch ---- */
 
-static void *read_hdu(fitsfile *f, const char *name, size_t n, int type)
-{
-	int st = 0, anynul = 0;
-	void *buf = bt_xmalloc(n * (type == TDOUBLE ? sizeof(double) : sizeof(int32_t)));
-	if (fits_movnam_hdu(f, IMAGE_HDU, (char *)name, 0, &st) == 0) {
-		long nax[4] = { 0 }, tot = 1;
-		int naxis = 0;
-		fits_get_img_dim(f, &naxis, &st);
-		fits_get_img_size(f, 4, nax, &st);
-		for (int i = 0; i < naxis; i++)
-			tot *= nax[i];
-		if (st == 0 && (size_t)tot != n) {
-			print_message("# HDU %s has %ld values, expected %zu\n", name, tot, n);
-			st = BAD_DIMEN;
-		}
-		fits_read_img(f, type, 1, (LONGLONG)n, NULL, buf, &anynul, &st);
-	}
-	if (st != 0) {
-		char msg[FLEN_STATUS];
-		fits_get_errstatus(st, msg);
-		print_message("# HDU %s: %s\n", name, msg);
-	}
-	assert_int_equal(st, 0);
-	return buf;
-}
-
 /* NULL when the file is missing (the caller skips). */
 static fixture_t *fixture_ref(void)
 {
@@ -144,15 +119,15 @@ static fixture_t *fixture_ref(void)
 	const desi_patch_t *p = &b->p;
 	const size_t npix = (size_t)ny * nx, nw = (size_t)p->nfib * p->nwave;
 	const size_t nc = (size_t)p->core_nf * p->core_nw;
-	double *pix = read_hdu(f, "PIX", npix, TDOUBLE), *iv = read_hdu(f, "IVAR", npix, TDOUBLE);
-	fx->spots = read_hdu(f, "SPOTS", nw * p->sy * p->sx, TDOUBLE);
-	fx->xc = read_hdu(f, "XC", nw, TINT);
-	fx->yc = read_hdu(f, "YC", nw, TINT);
-	fx->cflux = read_hdu(f, "CORE_FLUX", nc, TDOUBLE);
-	fx->civar = read_hdu(f, "CORE_IVAR", nc, TDOUBLE);
-	fx->chi2pix = read_hdu(f, "CHI2PIX", nc, TDOUBLE);
-	fx->pixmask = read_hdu(f, "PIXMASK_FRACTION", nc, TDOUBLE);
-	fx->rdiags = read_hdu(f, "RDIAGS", nc * (2 * NDIAG + 1), TDOUBLE);
+	double *pix = tfits_read_hdu(f, "PIX", npix, TDOUBLE), *iv = tfits_read_hdu(f, "IVAR", npix, TDOUBLE);
+	fx->spots = tfits_read_hdu(f, "SPOTS", nw * p->sy * p->sx, TDOUBLE);
+	fx->xc = tfits_read_hdu(f, "XC", nw, TINT);
+	fx->yc = tfits_read_hdu(f, "YC", nw, TINT);
+	fx->cflux = tfits_read_hdu(f, "CORE_FLUX", nc, TDOUBLE);
+	fx->civar = tfits_read_hdu(f, "CORE_IVAR", nc, TDOUBLE);
+	fx->chi2pix = tfits_read_hdu(f, "CHI2PIX", nc, TDOUBLE);
+	fx->pixmask = tfits_read_hdu(f, "PIXMASK_FRACTION", nc, TDOUBLE);
+	fx->rdiags = tfits_read_hdu(f, "RDIAGS", nc * (2 * NDIAG + 1), TDOUBLE);
 	fits_close_file(f, &st);
 	fx->nbfib = p->nfib;
 

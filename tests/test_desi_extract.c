@@ -15,6 +15,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/extract.h"
+#include "fitsread.h"
 
 /*
  * DESIGN.  ../shared/data/desi/ref_patch.fits holds one real patch with
@@ -82,32 +83,6 @@ typedef struct ref {
 
 static ref_t *R0;
 
-static void *read_hdu(fitsfile *f, const char *name, size_t n, int type)
-{
-	int st = 0, anynul = 0;
-	void *buf = xmalloc(n * (type == TDOUBLE ? sizeof(double) : sizeof(int32_t)));
-	if (fits_movnam_hdu(f, IMAGE_HDU, (char *)name, 0, &st) == 0) {
-		long nax[4] = { 0 }, tot = 1;
-		int naxis = 0;
-		fits_get_img_dim(f, &naxis, &st);
-		fits_get_img_size(f, 4, nax, &st);
-		for (int i = 0; i < naxis; i++)
-			tot *= nax[i];
-		if (st == 0 && (size_t)tot != n) {
-			print_message("# HDU %s has %ld values, expected %zu\n", name, tot, n);
-			st = BAD_DIMEN;
-		}
-		fits_read_img(f, type, 1, (LONGLONG)n, NULL, buf, &anynul, &st);
-	}
-	if (st != 0) {
-		char msg[FLEN_STATUS];
-		fits_get_errstatus(st, msg);
-		print_message("# HDU %s: %s\n", name, msg);
-	}
-	assert_int_equal(st, 0);
-	return buf;
-}
-
 static int setup_ref(void **state)
 {
 	(void)state;
@@ -148,23 +123,23 @@ static int setup_ref(void **state)
 	p->psferr = 0.01;
 	const size_t npix = (size_t)p->ny * p->nx, n = (size_t)desi_patch_n(p);
 	const size_t nw = (size_t)p->nfib * p->nwave, nc = (size_t)p->core_nf * p->core_nw;
-	r->pix = read_hdu(f, "PIX", npix, TDOUBLE);
-	r->ivar = read_hdu(f, "IVAR", npix, TDOUBLE);
-	r->spots = read_hdu(f, "SPOTS", nw * p->sy * p->sx, TDOUBLE);
-	r->xc = read_hdu(f, "XC", nw, TINT);
-	r->yc = read_hdu(f, "YC", nw, TINT);
-	r->icov = read_hdu(f, "ICOV", n * n, TDOUBLE);
-	r->y = read_hdu(f, "Y", n, TDOUBLE);
-	r->fw = read_hdu(f, "FLUXWEIGHT", n, TDOUBLE);
-	r->x = read_hdu(f, "XFLUX", n, TDOUBLE);
-	r->r = read_hdu(f, "R", n * n, TDOUBLE);
-	r->fluxivar = read_hdu(f, "FLUXIVAR", n, TDOUBLE);
-	r->fluxpad = read_hdu(f, "FLUX_PADDED", n, TDOUBLE);
-	r->cflux = read_hdu(f, "CORE_FLUX", nc, TDOUBLE);
-	r->civar = read_hdu(f, "CORE_IVAR", nc, TDOUBLE);
-	r->chi2pix = read_hdu(f, "CHI2PIX", nc, TDOUBLE);
-	r->pixmask = read_hdu(f, "PIXMASK_FRACTION", nc, TDOUBLE);
-	r->rdiags = read_hdu(f, "RDIAGS", nc * (2 * p->ndiag + 1), TDOUBLE);
+	r->pix = tfits_read_hdu(f, "PIX", npix, TDOUBLE);
+	r->ivar = tfits_read_hdu(f, "IVAR", npix, TDOUBLE);
+	r->spots = tfits_read_hdu(f, "SPOTS", nw * p->sy * p->sx, TDOUBLE);
+	r->xc = tfits_read_hdu(f, "XC", nw, TINT);
+	r->yc = tfits_read_hdu(f, "YC", nw, TINT);
+	r->icov = tfits_read_hdu(f, "ICOV", n * n, TDOUBLE);
+	r->y = tfits_read_hdu(f, "Y", n, TDOUBLE);
+	r->fw = tfits_read_hdu(f, "FLUXWEIGHT", n, TDOUBLE);
+	r->x = tfits_read_hdu(f, "XFLUX", n, TDOUBLE);
+	r->r = tfits_read_hdu(f, "R", n * n, TDOUBLE);
+	r->fluxivar = tfits_read_hdu(f, "FLUXIVAR", n, TDOUBLE);
+	r->fluxpad = tfits_read_hdu(f, "FLUX_PADDED", n, TDOUBLE);
+	r->cflux = tfits_read_hdu(f, "CORE_FLUX", nc, TDOUBLE);
+	r->civar = tfits_read_hdu(f, "CORE_IVAR", nc, TDOUBLE);
+	r->chi2pix = tfits_read_hdu(f, "CHI2PIX", nc, TDOUBLE);
+	r->pixmask = tfits_read_hdu(f, "PIXMASK_FRACTION", nc, TDOUBLE);
+	r->rdiags = tfits_read_hdu(f, "RDIAGS", nc * (2 * p->ndiag + 1), TDOUBLE);
 	fits_close_file(f, &st);
 	R0 = r;
 	return 0;
