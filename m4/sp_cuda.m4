@@ -27,7 +27,9 @@ AS_IF([test "x$sp_enable_cuda" != xno], [
 AS_IF([test "x$sp_enable_cuda" = xyes], [
 	AC_DEFINE([SP_HAVE_CUDA], [1], [CUDA kernels are built])
 	: ${NVCCFLAGS:=-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90}
-	CUDA_CFLAGS="-I$CUDA_HOME/include"
+	# -isystem: the toolkit's headers (cusparse.h, included by starpu.h) warn
+	# about their own deprecated types; that is not ours to fix
+	CUDA_CFLAGS="-isystem $CUDA_HOME/include"
 	CUDA_LIBS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcufft -lcusolver -lcublas -lcudart -lstdc++"
 ])
 AC_SUBST([CUDA_CFLAGS])
