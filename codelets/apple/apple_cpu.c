@@ -122,59 +122,15 @@ int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *
 
 /* ---- step 1: preprocess ------------------------------------------------ */
 
-static double bicubic(double x)
+/* Pillow's precompute_coeffs() (Resample.c) for BICUBIC (a = -0.5), box
+ * [0, insize): the CUDA coefficient kernel's body, one output at a time
+ * (the result is checked against ASPIRE's preprocessed image). */
+static int resample_coeffs(int insize, int outsize, int32_t *bounds, double *kk)
 {
-	const double a = -0.5;
-
-	if (x < 0.0)
-		x = -x;
-	if (x < 1.0)
-		return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-	if (x < 2.0)
-		return (((x - 5) * x + 8) * x - 4) * a;
-	return 0.0;
-}
-
-/* Pillow's precompute_coeffs() (Resample.c) for BICUBIC, box [0, insize). */
-static int resample_coeffs(int insize, int outsize, int *bounds, double *kk)
-{
-	double scale = (double)((float)insize - 0.0f) / outsize, filterscale = scale;
-	if (filterscale < 1.0)
-		filterscale = 1.0;
-	double support = 2.0 * filterscale, ss = 1.0 / filterscale;
-	int ksize = (int)ceil(support) * 2 + 1;
-
-	for (int xx = 0; xx < outsize; xx++) {
-		double center = 0.0 + (xx + 0.5) * scale, ww = 0.0;
-		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
-		double *k = kk + (size_t)xx * ksize;
-		int x;
-
-		if (xmin < 0)
-			xmin = 0;
-		if (xmax > insize)
-			xmax = insize;
-		xmax -= xmin;
-		for (x = 0; x < xmax; x++) {
-			double wv = bicubic((x + xmin - center + 0.5) * ss);
-			k[x] = wv;
-			ww += wv;
-		}
-		for (x = 0; x < xmax; x++)
-			if (ww != 0.0)
-				k[x] /= ww;
-		for (; x < ksize; x++)
-			k[x] = 0;
-		bounds[2 * xx] = xmin;
-		bounds[2 * xx + 1] = xmax;
-	}
+	int ksize = apk_resample_ksize(insize, outsize);
+	for (int xx = 0; xx < outsize; xx++)
+		apk_resample_coeffs(xx, insize, outsize, ksize, bounds, kk);
 	return ksize;
-}
-
-static int resample_ksize(int insize, int outsize)
-{
-	double scale = (double)insize / outsize;
-	return (int)ceil(2.0 * (scale < 1.0 ? 1.0 : scale)) * 2 + 1;
 }
 
 size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *s)
@@ -182,7 +138,7 @@ size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *
 	(void)p;
 	size_t side = (size_t)s->side, n = (size_t)s->n;
 	/* float tmp [side][n] + float out [n][n], as doubles, + coeffs + bounds */
-	return (side * n + n * n) / 2 + 2 + (size_t)resample_ksize(s->side, s->n) * n + n + 2;
+	return (side * n + n * n) / 2 + 2 + (size_t)apk_resample_ksize(s->side, s->n) * n + n + 2;
 }
 
 /* NumPy's pairwise summation (pairwise_sum in loops_utils.h), unit stride. */
@@ -234,7 +190,7 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 	float *tmp = (float *)work;                       /* [side][n] */
 	float *res = tmp + (size_t)side * n;              /* [n][n] */
 	double *kk = work + ((size_t)side * n + (size_t)n * n) / 2 + 1;
-	int *bounds = (int *)(kk + (size_t)resample_ksize(side, n) * n);
+	int32_t *bounds = (int32_t *)(kk + (size_t)apk_resample_ksize(side, n) * n);
 	const float *src = micrograph + (size_t)p->margin_top * nx + p->margin_left;
 	int ksize;
 
