@@ -9,11 +9,14 @@
  * (threads one after another, in shuffled order where the kernel's
  * threads race) and compares with the CPU code of apple_cpu.c, so the
  * kernels' arithmetic and indexing are checked on every build, GPU or
- * not.  The functions are written independently of apple_cpu.c (its
- * twins, not its callers) but with the same operations in the same order:
- * on the device every double operation is an explicit round-to-nearest
- * intrinsic (no FMA contraction), on the host the project builds with
- * -ffp-contract=off, so both give apple_cpu.c's bits.
+ * not.  Most functions are twins of apple_cpu.c's loops, written apart,
+ * with the same operations in the same order: on the device every double
+ * operation is an explicit round-to-nearest intrinsic (no FMA
+ * contraction), on the host the project builds with -ffp-contract=off, so
+ * both give apple_cpu.c's bits.  Two are shared instead: apple_cpu.c runs
+ * the distance transform and the bicubic coefficients through these
+ * bodies (they are checked independently there: erosion by definition,
+ * ASPIRE's preprocessed image).
  *
  * Union-find (connected components): par[p] <= p always, a root is its
  * component's smallest pixel index; unions link the larger root under the
