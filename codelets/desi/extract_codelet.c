@@ -439,10 +439,6 @@ const sp_stage_kind_t sp_desi_extract_kind = {
 	.ninputs = 2,
 	.outputs = extract_outputs,
 	.noutputs = 1,
-#ifdef SP_HAVE_CUDA
-	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
-#else
-	.impl = SP_IMPL_CPU,
-#endif
+	.impl = SP_IMPL_CPU_CUDA,
 	.run = extract_run,
 };

@@ -379,10 +379,6 @@ const sp_stage_kind_t sp_jsync_power_kind = {
 	.ninputs = 1,
 	.outputs = power_outputs,
 	.noutputs = 1,
-#ifdef SP_HAVE_CUDA
-	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
-#else
-	.impl = SP_IMPL_CPU,
-#endif
+	.impl = SP_IMPL_CPU_CUDA,
 	.run = power_run,
 };

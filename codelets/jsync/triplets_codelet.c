@@ -179,10 +179,6 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.ninputs = 1,
 	.outputs = triplets_outputs,
 	.noutputs = 1,
-#ifdef SP_HAVE_CUDA
-	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
-#else
-	.impl = SP_IMPL_CPU,
-#endif
+	.impl = SP_IMPL_CPU_CUDA,
 	.run = triplets_run,
 };
