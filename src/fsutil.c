@@ -76,3 +76,70 @@ int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_
 	return 0;
 }
 
+
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a folder";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "not a regular file";
+}
+
+int sp_open_regular(const char *path, sp_err_t *err)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			return sp_seterr(err, SP_ENOENT, "%s: no such file", path);
+		return sp_seterr(err, SP_EIO, "%s: cannot open: %s", path, strerror(e));
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) != 0) {
+		int e = errno;
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path, strerror(e));
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return sp_seterr(err, SP_EFORMAT, "%s: is %s, not a regular file; refused", path,
+				 file_kind(sb.st_mode));
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: fcntl: %s", path, strerror(e));
+	}
+	return fd;
+}
+
+FILE *sp_fopen_regular(const char *path, sp_err_t *err)
+{
+	int fd = sp_open_regular(path, err);
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "rb");
+	if (f == NULL) {
+		int e = errno;
+		close(fd);
+		sp_seterr(err, SP_ENOMEM, "%s: fdopen: %s", path, strerror(e));
+	}
+	return f;
+}
+
+int sp_check_regular(const char *path, sp_err_t *err)
+{
+	int fd = sp_open_regular(path, err);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "npy.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -240,13 +241,6 @@ static int hp_dict(hparser_t *hp, sp_npy_t *h, char *descr, size_t dsize,
 
 /* ---- files ---- */
 
-static int open_error(const char *path, int e, sp_err_t *err)
-{
-	if (e == ENOENT)
-		return sp_seterr(err, SP_ENOENT, "%s: no such file", path);
-	return sp_seterr(err, SP_EIO, "%s: cannot open: %s", path, strerror(e));
-}
-
 int64_t sp_npy_count(const sp_npy_t *h)
 {
 	int64_t n = 1;
@@ -263,11 +257,11 @@ int sp_npy_open(const char *path, sp_npy_t *h, sp_err_t *err)
 	char descr[64];
 	int structured, rc;
 	size_t hlen, plen, got;
-	FILE *f = fopen(path, "rb");
+	FILE *f = sp_fopen_regular(path, err);
 
 	memset(h, 0, sizeof *h);
 	if (f == NULL)
-		return open_error(path, errno, err);
+		return err ? err->code : SP_EIO;
 	if (fstat(fileno(f), &st) != 0) {
 		rc = sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path,
 			       strerror(errno));
@@ -390,10 +384,10 @@ int sp_npy_read_f8(const char *path, const sp_npy_t *h, double *data,
 	const size_t block = (size_t)1 << 23; /* 64 MiB of doubles */
 	int64_t count = sp_npy_count(h), done = 0;
 	int rc = 0;
-	FILE *f = fopen(path, "rb");
+	FILE *f = sp_fopen_regular(path, err);
 
 	if (f == NULL)
-		return open_error(path, errno, err);
+		return err ? err->code : SP_EIO;
 	if (fseeko(f, (off_t)h->data_offset, SEEK_SET) != 0) {
 		rc = sp_seterr(err, SP_EIO, "%s: cannot seek: %s", path,
 			       strerror(errno));

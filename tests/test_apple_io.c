@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -212,7 +213,13 @@ static void test_corrupt(void **state)
 	float px[6] = { 1, 2, 3, 4, 5, 6 };
 
 	tmp_path(path, sizeof path, "nonexistent.mrc");
-	expect_error(path, SP_ENOENT, "No such file");
+	expect_error(path, SP_ENOENT, "no such file");
+	/* Non-regular inputs are refused at once: a FIFO must not block the
+	 * reader (nobody ever writes to this one), a device is not read. */
+	tmp_path(path, sizeof path, "fifo.mrc");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	expect_error(path, SP_EFORMAT, "is a FIFO");
+	expect_error("/dev/zero", SP_EFORMAT, "is a character device");
 
 	tmp_path(path, sizeof path, "badmode.mrc");
 	write_mrc(path, 3, 2, 1, 4, 0, px, sizeof px, 0);

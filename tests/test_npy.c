@@ -300,7 +300,12 @@ static void test_corrupt(void **state)
 	/* Missing file, and a directory. */
 	tmp_path(path, sizeof path, "nonexistent.npy");
 	expect_error(path, SP_ENOENT, "no such file");
-	expect_error(tmpdir, SP_EFORMAT, "not a regular file");
+	expect_error(tmpdir, SP_EFORMAT, "is a folder");
+	/* A FIFO nobody writes to must be refused, not block the reader. */
+	tmp_path(path, sizeof path, "fifo.npy");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	expect_error(path, SP_EFORMAT, "is a FIFO");
+	expect_error("/dev/zero", SP_EFORMAT, "is a character device");
 }
 
 static void test_load_shape(void **state)

@@ -109,10 +109,9 @@ int apple_mrc_open(const char *path, apple_mrc_t *hdr, sp_err_t *err)
 	struct stat st;
 
 	memset(hdr, 0, sizeof *hdr);
-	FILE *f = fopen(path, "rb");
+	FILE *f = sp_fopen_regular(path, err);
 	if (f == NULL)
-		return sp_seterr(err, errno == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path,
-				 strerror(errno));
+		return err ? err->code : SP_EIO;
 	if (fstat(fileno(f), &st) != 0) {
 		int e = errno;
 		fclose(f);
@@ -227,11 +226,10 @@ int apple_mrc_read_f32(const char *path, const apple_mrc_t *hdr, float *out, sp_
 	unsigned char *buf = malloc(rows * nx * isz);
 	if (buf == NULL)
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory for a read buffer", path);
-	FILE *f = fopen(path, "rb");
+	FILE *f = sp_fopen_regular(path, err);
 	if (f == NULL) {
-		int e = errno;
 		free(buf);
-		return sp_seterr(err, e == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path, strerror(e));
+		return err ? err->code : SP_EIO;
 	}
 	int rc = 0;
 	if (fseeko(f, (off_t)hdr->data_offset, SEEK_SET) != 0) {

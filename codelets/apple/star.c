@@ -118,10 +118,9 @@ int apple_star_read(const char *path, double **xy, size_t *n, sp_err_t *err)
 {
 	*xy = NULL;
 	*n = 0;
-	FILE *f = fopen(path, "r");
+	FILE *f = sp_fopen_regular(path, err);
 	if (f == NULL)
-		return sp_seterr(err, errno == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path,
-				 strerror(errno));
+		return err ? err->code : SP_EIO;
 	char *line = NULL, *tok[256];
 	size_t lcap = 0, cnt = 0, cap = 0;
 	double *out = NULL;
