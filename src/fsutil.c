@@ -9,7 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
+
+static mode_t current_umask(void)
+{
+	/* umask(2) cannot be read without setting it; /proc has it */
+	static mode_t m = (mode_t)-1;
+	if (m == (mode_t)-1) {
+		FILE *f = fopen("/proc/self/status", "r");
+		char line[128];
+		unsigned v = 022;
+		while (f != NULL && fgets(line, sizeof line, f) != NULL)
+			if (sscanf(line, "Umask: %o", &v) == 1)
+				break;
+		if (f != NULL)
+			fclose(f);
+		m = (mode_t)v;
+	}
+	return m;
+}
 
 int sp_mkdirs(const char *path, sp_err_t *err)
 {
@@ -40,43 +60,6 @@ int sp_make_parent(const char *path, sp_err_t *err)
 	return ret;
 }
 
-int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-	if (fd < 0)
-		return sp_seterr(err, SP_EIO, "%s: cannot create: %s", path, strerror(errno));
-	const char *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = errno;
-			close(fd);
-			unlink(tmp);
-			return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
-		}
-		p += w;
-		left -= (size_t)w;
-	}
-	if (fsync(fd) != 0 || close(fd) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: write failed: %s", path, strerror(e));
-	}
-	if (rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: cannot rename into place: %s", path, strerror(e));
-	}
-	return 0;
-}
-
-
 static const char *file_kind(mode_t m)
 {
 	if (S_ISDIR(m))
@@ -90,6 +73,250 @@ static const char *file_kind(mode_t m)
 	if (S_ISSOCK(m))
 		return "a socket";
 	return "not a regular file";
+}
+
+/* ---- output sets ---- */
+
+static const char tmp_tag[] = ".starpipe-tmp.";
+
+static const char *host_name(void)
+{
+	static char host[64];
+	if (host[0] == '\0') {
+		if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+			snprintf(host, sizeof host, "localhost");
+		/* keep the name one path component with no dots (we parse it) */
+		for (char *p = host; *p; p++)
+			if (*p == '/' || *p == '.')
+				*p = '_';
+	}
+	return host;
+}
+
+/* dir and base of path into the buffers; 0 or -1 when too long. */
+static int split_path(const char *path, char *dir, size_t dsz, char *base, size_t bsz)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL) {
+		if (snprintf(dir, dsz, ".") >= (int)dsz)
+			return -1;
+		return snprintf(base, bsz, "%s", path) >= (int)bsz ? -1 : 0;
+	}
+	size_t dl = slash == path ? 1 : (size_t)(slash - path);
+	if (dl >= dsz || snprintf(base, bsz, "%s", slash + 1) >= (int)bsz)
+		return -1;
+	memcpy(dir, path, dl);
+	dir[dl] = '\0';
+	return 0;
+}
+
+int sp_output_check(const char *path, sp_err_t *err)
+{
+	struct stat sb;
+	const char *slash = strrchr(path, '/');
+	if (path[0] == '\0' || (slash != NULL && slash[1] == '\0'))
+		return sp_seterr(err, SP_EINVAL, "%s: an output must name a file, not a folder", path);
+	if (lstat(path, &sb) != 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0
+		       : sp_seterr(err, SP_EIO, "%s: cannot check the output: %s", path,
+				   strerror(errno));
+	if (S_ISLNK(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: the output exists and is a symbolic link; "
+				 "refused (remove it or choose another name)", path);
+	if (!S_ISREG(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: the output exists and is %s; refused", path,
+				 file_kind(sb.st_mode));
+	return 0;
+}
+
+int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *err)
+{
+	char dir[4096], base[1024], name[4096];
+	int rc;
+
+	*tmp = NULL;
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->f[i].path, path) == 0)
+			return sp_seterr(err, SP_EINVAL, "%s: the same output is written twice", path);
+	if ((rc = sp_output_check(path, err)) != 0)
+		return rc;
+	if (split_path(path, dir, sizeof dir, base, sizeof base) != 0)
+		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
+	if ((rc = sp_make_parent(path, err)) != 0)
+		return rc;
+	if (snprintf(name, sizeof name, "%s/.%s%s%s.%ld.XXXXXX", dir, base, tmp_tag, host_name(),
+		     (long)getpid()) >= (int)sizeof name)
+		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 4;
+		struct sp_outfile *f = realloc(s->f, cap * sizeof *f);
+		if (f == NULL)
+			return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+		s->f = f;
+		s->cap = cap;
+	}
+	char *p = strdup(path), *t = strdup(name);
+	if (p == NULL || t == NULL) {
+		free(p);
+		free(t);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
+	int fd = mkostemp(t, O_CLOEXEC); /* O_CREAT | O_EXCL: never an existing name */
+	if (fd < 0) {
+		int e = errno;
+		free(p);
+		free(t);
+		return sp_seterr(err, SP_EIO, "%s: cannot create a temporary file in '%s': %s", path,
+				 dir, strerror(e));
+	}
+	fchmod(fd, 0666 & ~current_umask());
+	close(fd);
+	s->f[s->n].path = p;
+	s->f[s->n].tmp = t;
+	s->n++;
+	*tmp = t;
+	return 0;
+}
+
+static int fsync_path(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	int r = fsync(fd);
+	/* folders on some file systems refuse fsync: not an error there */
+	if (r != 0 && (flags & O_DIRECTORY) && (errno == EINVAL || errno == EBADF))
+		r = 0;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+int sp_outset_commit(sp_outset_t *s, sp_err_t *err)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->f[i].tmp != NULL && fsync_path(s->f[i].tmp, O_RDONLY) != 0) {
+			int e = errno;
+			sp_outset_abort(s);
+			return sp_seterr(err, SP_EIO, "%s: cannot sync the temporary file: %s",
+					 s->f[i].path, strerror(e));
+		}
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->f[i].tmp == NULL)
+			continue;
+		if (rename(s->f[i].tmp, s->f[i].path) != 0) {
+			int e = errno;
+			sp_outset_abort(s);
+			return sp_seterr(err, SP_EIO, "%s: cannot rename into place: %s",
+					 s->f[i].path, strerror(e));
+		}
+		free(s->f[i].tmp);
+		s->f[i].tmp = NULL;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		char dir[4096], base[1024];
+		if (split_path(s->f[i].path, dir, sizeof dir, base, sizeof base) == 0)
+			(void)fsync_path(dir, O_RDONLY | O_DIRECTORY);
+	}
+	return 0;
+}
+
+void sp_outset_abort(sp_outset_t *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->f[i].tmp != NULL) {
+			unlink(s->f[i].tmp);
+			free(s->f[i].tmp);
+			s->f[i].tmp = NULL;
+		}
+}
+
+void sp_outset_free(sp_outset_t *s)
+{
+	sp_outset_abort(s);
+	for (size_t i = 0; i < s->n; i++)
+		free(s->f[i].path);
+	free(s->f);
+	memset(s, 0, sizeof *s);
+}
+
+size_t sp_outset_clean_stale(const char *path)
+{
+	char dir[4096], base[1024], prefix[1200];
+	size_t removed = 0;
+	if (split_path(path, dir, sizeof dir, base, sizeof base) != 0)
+		return 0;
+	int pl = snprintf(prefix, sizeof prefix, ".%s%s%s.", base, tmp_tag, host_name());
+	if (pl >= (int)sizeof prefix)
+		return 0;
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + pl, &end, 10);
+		if (end == e->d_name + pl || *end != '.' || strlen(end + 1) != 6 || pid <= 0)
+			continue;
+		if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* ours, or a live process's */
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+int sp_open_tmp(const char *tmp, const char *label, sp_err_t *err)
+{
+	int fd = open(tmp, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return sp_seterr(err, SP_EIO, "%s: cannot open the temporary file: %s", label,
+				 strerror(errno));
+	return fd;
+}
+
+int sp_write_file_into(const char *tmp, const char *label, const void *data, size_t len,
+		       sp_err_t *err)
+{
+	int fd = sp_open_tmp(tmp, label, err);
+	if (fd < 0)
+		return fd;
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : ENOSPC;
+			close(fd);
+			return sp_seterr(err, SP_EIO, "%s: write failed: %s", label, strerror(e));
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0) {
+		int e = errno;
+		return sp_seterr(err, SP_EIO, "%s: write failed: %s", label, strerror(e));
+	}
+	return 0;
+}
+
+int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err)
+{
+	sp_outset_t s = { 0 };
+	const char *tmp;
+	int rc = sp_outset_add(&s, path, &tmp, err);
+	if (rc == 0)
+		rc = sp_write_file_into(tmp, path, data, len, err);
+	if (rc == 0)
+		rc = sp_outset_commit(&s, err);
+	sp_outset_free(&s);
+	return rc;
 }
 
 int sp_open_regular(const char *path, sp_err_t *err)

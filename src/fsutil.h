@@ -13,8 +13,60 @@ int sp_mkdirs(const char *path, sp_err_t *err);
 /* mkdir -p of the folder that will hold the file `path`. */
 int sp_make_parent(const char *path, sp_err_t *err);
 
-/* Writes len bytes to path atomically: path.tmp.PID, fsync, rename; on
- * failure nothing is left at either name. */
+/*
+ * Output sets.  Every output of a work item is written under a unique
+ * temporary name in its destination folder, created exclusively (O_EXCL, so
+ * a planted file or symlink is never followed or reused); when the item has
+ * succeeded, sp_outset_commit() fsyncs every temporary, renames them all
+ * over their final names and fsyncs the folders, so the item's outputs
+ * appear together.  On failure sp_outset_abort() removes only the set's own
+ * temporaries: a previous good output is never touched.  Temporary names
+ * are ".NAME.starpipe-tmp.HOST.PID.XXXXXX", so a later run on the same host
+ * can tell a dead run's leftovers (sp_outset_clean_stale) from a live one's.
+ */
+typedef struct sp_outset {
+	size_t n, cap;
+	struct sp_outfile {
+		char *path; /* final name */
+		char *tmp;  /* temporary, or NULL once renamed */
+	} *f;
+} sp_outset_t;
+
+/* Checks that `path` can be an output: absent, or a regular file (not a
+ * symlink, device, FIFO or folder).  0 or SP_EIO with err naming it. */
+int sp_output_check(const char *path, sp_err_t *err);
+
+/* Adds the output `path` to the set: creates its folder and a unique empty
+ * temporary file beside it, whose name is returned in *tmp (owned by the
+ * set).  Refuses a path that is already in the set or that exists and is
+ * not a regular file. */
+int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *err);
+
+/* fsyncs every temporary, renames each over its final name, fsyncs their
+ * folders.  On failure the temporaries not yet renamed are removed. */
+int sp_outset_commit(sp_outset_t *s, sp_err_t *err);
+
+/* Removes the temporaries still there; never touches a final name. */
+void sp_outset_abort(sp_outset_t *s);
+
+/* sp_outset_abort(), then frees the set's memory (the set can be reused). */
+void sp_outset_free(sp_outset_t *s);
+
+/* Removes the temporaries that dead starpipe processes of this host left
+ * beside `path` (for its name only).  Returns how many were removed. */
+size_t sp_outset_clean_stale(const char *path);
+
+/* Opens a temporary of an output set for writing (O_TRUNC, O_NOFOLLOW). */
+int sp_open_tmp(const char *tmp, const char *label, sp_err_t *err);
+
+/* Writes len bytes into the temporary file `tmp` (of an output set) and
+ * fsyncs it; `label` (the final name) is used in messages. */
+int sp_write_file_into(const char *tmp, const char *label, const void *data, size_t len,
+		       sp_err_t *err);
+
+/* Writes len bytes to path atomically: a one-file output set.  On failure
+ * nothing is left at the temporary name and a previous file at path is
+ * untouched. */
 int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err);
 
 /* Opens an input file read-only, refusing anything but a regular file: the

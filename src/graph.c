@@ -617,7 +617,8 @@ static void set_param(ctx_t *c, sp_gparam_t *gp, yaml_node_t *v, const char *wha
 		free(text);
 		return;
 	}
-	if (builtin && gp->spec->type != SP_PT_PATH && gp->spec->type != SP_PT_STRING) {
+	if (builtin && gp->spec->type != SP_PT_PATH && gp->spec->type != SP_PT_OUTPUT &&
+	    gp->spec->type != SP_PT_STRING) {
 		sp_diag_add(c->d, loc_of(v),
 			    "%s cannot use the per-item variable '${%s}' (only path and string parameters can)",
 			    what, first_builtin(text));

@@ -86,6 +86,13 @@ void sp_task_join(struct starpu_task **task);
 	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),  \
 		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority
 
+/* Registers `path` as an output of the item and returns, in *tmp, the
+ * temporary file to write it into (see sp_outset_add() in fsutil.h).  The
+ * item's outputs are renamed into place together once every stage of the
+ * item has succeeded, and removed if it fails.  Call from a stage's run(),
+ * not from a task.  Returns 0, or SP_E* with err naming the file. */
+int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err);
+
 /* The item's input path, its index, its status. */
 const char *sp_item_path(const sp_item_t *item);
 size_t sp_item_index(const sp_item_t *item);

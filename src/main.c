@@ -212,6 +212,7 @@ static const char *ptype_name(sp_ptype_t t)
 	case SP_PT_BOOL: return "bool";
 	case SP_PT_STRING: return "string";
 	case SP_PT_PATH: return "path";
+	case SP_PT_OUTPUT: return "output";
 	case SP_PT_ENUM: return "enum";
 	case SP_PT_SIZE: return "size";
 	}

@@ -441,10 +441,16 @@ static int write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-int sp_npy_write_f8(const char *path, const double *data, int ndim,
-		    const int64_t *shape, sp_err_t *err)
+static void copy_fill(void *ctx, int64_t first, int64_t n, double *buf)
 {
-	char hdr[512], tmp[PATH_MAX];
+	memcpy(buf, (const double *)ctx + first, (size_t)n * sizeof *buf);
+}
+
+int sp_npy_write_f8_fill(const char *tmp, const char *label, int ndim, const int64_t *shape,
+			 sp_npy_fill_cb fill, void *ctx, sp_err_t *err)
+{
+	const char *path = label;
+	char hdr[512];
 	size_t len;
 	int64_t count = 1;
 	int fd, e;
@@ -476,41 +482,57 @@ int sp_npy_write_f8(const char *path, const double *data, int ndim,
 				  (unsigned char)(len & 0xff),
 				  (unsigned char)(len >> 8) };
 
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
-	    (int)sizeof tmp)
-		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (fd < 0)
-		return sp_seterr(err, SP_EIO, "%s: cannot create %s: %s", path,
-				 tmp, strerror(errno));
-	if (write_all(fd, pre, sizeof pre) < 0 || write_all(fd, hdr, len) < 0 ||
-	    write_all(fd, data, (size_t)count * sizeof *data) < 0) {
+	/* The data goes out in blocks, so a transformed copy of a large array
+	 * never exists in full (J-sync's synchronized rotations). */
+	const int64_t block = (int64_t)1 << 16;
+	double *buf = malloc((size_t)(count < block ? (count ? count : 1) : block) * sizeof *buf);
+	if (buf == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	fd = sp_open_tmp(tmp, path, err);
+	if (fd < 0) {
+		free(buf);
+		return fd;
+	}
+	int bad = write_all(fd, pre, sizeof pre) < 0 || write_all(fd, hdr, len) < 0;
+	for (int64_t k = 0; !bad && k < count; k += block) {
+		int64_t n = count - k < block ? count - k : block;
+		fill(ctx, k, n, buf);
+		bad = write_all(fd, buf, (size_t)n * sizeof *buf) < 0;
+	}
+	free(buf);
+	if (bad) {
 		e = errno;
 		close(fd);
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: write error: %s", path,
-				 strerror(e));
+		return sp_seterr(err, SP_EIO, "%s: write error: %s", path, strerror(e));
 	}
 	if (fsync(fd) != 0) {
 		e = errno;
 		close(fd);
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: fsync failed: %s", path,
-				 strerror(e));
+		return sp_seterr(err, SP_EIO, "%s: fsync failed: %s", path, strerror(e));
 	}
-	if (close(fd) != 0) {
-		e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: close failed: %s", path,
-				 strerror(e));
-	}
-	if (rename(tmp, path) != 0) {
-		e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: cannot rename %s: %s", path,
-				 tmp, strerror(e));
-	}
+	if (close(fd) != 0)
+		return sp_seterr(err, SP_EIO, "%s: close failed: %s", path, strerror(errno));
 	return 0;
+}
+
+int sp_npy_write_f8_into(const char *tmp, const char *label, const double *data, int ndim,
+			 const int64_t *shape, sp_err_t *err)
+{
+	return sp_npy_write_f8_fill(tmp, label, ndim, shape, copy_fill, (void *)data, err);
+}
+
+int sp_npy_write_f8(const char *path, const double *data, int ndim,
+		    const int64_t *shape, sp_err_t *err)
+{
+	sp_outset_t set = { 0 };
+	const char *tmp;
+	int rc = sp_outset_add(&set, path, &tmp, err);
+	if (rc == 0)
+		rc = sp_npy_write_f8_into(tmp, path, data, ndim, shape, err);
+	if (rc == 0)
+		rc = sp_outset_commit(&set, err);
+	sp_outset_free(&set);
+	return rc;
 }
 
 /* "(10, 3)" or, with any = 1, "-1" shown as "any". */

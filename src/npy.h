@@ -44,9 +44,21 @@ int sp_npy_read_f8(const char *path, const sp_npy_t *h, double *data,
 		   sp_err_t *err);
 
 /* Writes data (prod(shape) doubles, C order) as an NPY v1.0 '<f8' file,
- * atomically (temp file, fsync, rename).  Returns 0, SP_EINVAL or SP_EIO. */
+ * atomically (a one-file output set of fsutil.h: unique temporary, fsync,
+ * rename).  Returns 0, SP_EINVAL, SP_ENOMEM or SP_EIO. */
 int sp_npy_write_f8(const char *path, const double *data, int ndim,
 		    const int64_t *shape, sp_err_t *err);
+
+/* Writes the NPY file into `tmp`, a temporary of an output set (see
+ * sp_outset_add()), and fsyncs it; `label` is the final name, for messages. */
+int sp_npy_write_f8_into(const char *tmp, const char *label, const double *data, int ndim,
+			 const int64_t *shape, sp_err_t *err);
+
+/* As sp_npy_write_f8_into(), with the data produced in blocks by
+ * fill(ctx, first, n, buf): elements [first, first + n) in C order. */
+typedef void (*sp_npy_fill_cb)(void *ctx, int64_t first, int64_t n, double *buf);
+int sp_npy_write_f8_fill(const char *tmp, const char *label, int ndim, const int64_t *shape,
+			 sp_npy_fill_cb fill, void *ctx, sp_err_t *err);
 
 /* sp_npy_open() + shape check + malloc + sp_npy_read_f8().  shape_expected
  * has ndim_expected entries, -1 meaning any extent.  On success *data is a

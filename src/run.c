@@ -2,13 +2,21 @@
 #define _GNU_SOURCE
 #include "run.h"
 
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "fsutil.h"
 #include "item.h"
 #include "json.h"
 #include "runtime.h"
@@ -20,7 +28,17 @@
  * item k+1's read tasks are queued while item k computes.  Values are freed
  * in reverse order at the end of the item; freeing unregisters handles,
  * which waits for the item's tasks.  Errors stay with their item.
+ *
+ * Outputs: before anything runs, every item's output files are planned
+ * (the stages' SP_PT_OUTPUT parameters, expanded); collisions refuse the
+ * batch, complete outputs let --skip-existing skip the item, and dead runs'
+ * temporaries are removed.  Writers write into temporaries of the item's
+ * output set (sp_item_output), which is committed when the item has ended
+ * well and aborted otherwise: an item's outputs appear together or not at
+ * all, and a failed re-run never touches the previous good ones.
  */
+
+enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED };
 
 #define SP__MAXREPORT 32
 
@@ -41,6 +59,11 @@ struct sp_item {
 		double value;
 	} report[SP__MAXREPORT];
 	size_t nreport;
+	char **outputs; /* planned outputs, expanded */
+	size_t noutputs;
+	sp_outset_t out; /* their temporaries, while the item runs */
+	_Atomic int state;
+	double seconds;
 };
 
 int sp_status_set(sp_status_t *st, int code, const char *fmt, ...)
@@ -122,6 +145,14 @@ void sp__task_done_cb(void *arg)
 	sp__runtime_task_done(ctx->stage, ctx->kernel, worker, t0, t1);
 }
 
+int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err)
+{
+	pthread_mutex_lock(&item->lock);
+	int rc = sp_outset_add(&item->out, path, tmp, err);
+	pthread_mutex_unlock(&item->lock);
+	return rc;
+}
+
 const char *sp_item_path(const sp_item_t *item) { return item->path; }
 size_t sp_item_index(const sp_item_t *item) { return item->index; }
 sp_status_t *sp_item_status(sp_item_t *item) { return &item->status; }
@@ -155,8 +186,77 @@ struct sp_batch {
 	atomic_size_t next;
 	const sp_run_opts_t *opts;
 	sp_item_t *state; /* one per item, kept for the report */
-	atomic_size_t nok, nfailed;
+	atomic_size_t nok, nfailed, nskipped;
+	FILE *journal;
+	pthread_mutex_t journal_lock;
 };
+
+/* The batch being run, for sp_run_interrupt(). */
+static pthread_mutex_t cur_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sp_batch *cur_batch;
+static atomic_int stop_signal;
+
+void sp_run_interrupt(int signo)
+{
+	atomic_store(&stop_signal, signo);
+	pthread_mutex_lock(&cur_lock);
+	struct sp_batch *b = cur_batch;
+	for (size_t i = 0; b != NULL && i < b->nitems; i++)
+		if (atomic_load(&b->state[i].state) == IT_RUNNING)
+			sp_status_set(&b->state[i].status, SP_ECANCELED, "%s: interrupted by %s",
+				      b->state[i].path, strsignal(signo));
+	pthread_mutex_unlock(&cur_lock);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const char *state_name(int s)
+{
+	switch (s) {
+	case IT_OK: return "ok";
+	case IT_FAILED: return "failed";
+	case IT_SKIPPED: return "skipped";
+	case IT_RUNNING: return "running";
+	default: return "not run";
+	}
+}
+
+/* One JSON line per finished item, flushed and synced at once, so that a
+ * crash loses nothing already recorded. */
+static void journal_item(struct sp_batch *b, sp_item_t *it)
+{
+	if (b->journal == NULL)
+		return;
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return;
+	int st = atomic_load(&it->state);
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "item", it->path);
+	sp_json_kv_str(j, "status", state_name(st));
+	sp_json_key(j, "outputs");
+	sp_json_begin_array(j);
+	for (size_t k = 0; k < it->noutputs; k++)
+		sp_json_str(j, it->outputs[k]);
+	sp_json_end_array(j);
+	sp_json_kv_num(j, "seconds", it->seconds);
+	if (st == IT_FAILED)
+		sp_json_kv_str(j, "message", it->status.err.msg);
+	sp_json_end_object(j);
+	if (sp_json_text(j) != NULL) {
+		pthread_mutex_lock(&b->journal_lock);
+		fprintf(b->journal, "%s\n", sp_json_text(j));
+		fflush(b->journal);
+		fsync(fileno(b->journal));
+		pthread_mutex_unlock(&b->journal_lock);
+	}
+	sp_json_free(&j);
+}
 
 /* Index of a stage's output in a flat values array.  A stage without
  * outputs still has one slot, for a value that only holds its resources
@@ -177,6 +277,13 @@ static void run_item(struct sp_batch *b, size_t idx)
 	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
 	size_t s;
 
+	double t0 = now_s();
+	pthread_mutex_lock(&cur_lock);
+	atomic_store(&item->state, IT_RUNNING);
+	pthread_mutex_unlock(&cur_lock);
+	if (atomic_load(&stop_signal) != 0)
+		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
+			      strsignal(atomic_load(&stop_signal)));
 	if (values == NULL) {
 		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
 		goto report;
@@ -199,6 +306,19 @@ static void run_item(struct sp_batch *b, size_t idx)
 			values[v]->free_cb(values[v]);
 	free(values);
 report:
+	/* Every task of the item is done (freeing the values waited for them):
+	 * its outputs appear together, or not at all. */
+	if (!sp_status_failed(&item->status)) {
+		sp_err_t err = { 0 };
+		if (sp_outset_commit(&item->out, &err) != 0)
+			sp_status_set_err(&item->status, &err);
+	}
+	sp_outset_free(&item->out);
+	item->seconds = now_s() - t0;
+	pthread_mutex_lock(&cur_lock);
+	atomic_store(&item->state, sp_status_failed(&item->status) ? IT_FAILED : IT_OK);
+	pthread_mutex_unlock(&cur_lock);
+	journal_item(b, item);
 	if (sp_status_failed(&item->status)) {
 		/* one line naming the item, whichever task set the message */
 		if (strstr(item->status.err.msg, item->path) == NULL)
@@ -216,12 +336,203 @@ static void *driver_main(void *arg)
 {
 	struct sp_batch *b = arg;
 	for (;;) {
+		if (atomic_load(&stop_signal) != 0)
+			break; /* interrupted: no new item */
 		size_t i = atomic_fetch_add(&b->next, 1);
 		if (i >= b->nitems)
 			break;
+		if (atomic_load(&b->state[i].state) != IT_PENDING)
+			continue; /* skipped or refused when planned */
 		run_item(b, i);
 	}
 	return NULL;
+}
+
+/* ---- planning ---- */
+
+static void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* The item's outputs: every SP_PT_OUTPUT parameter of every stage, expanded
+ * ("" is an optional output that is not written). */
+static int plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
+			size_t *n)
+{
+	char **v = NULL;
+	size_t cnt = 0, cap = 0;
+	*out = NULL;
+	*n = 0;
+	for (size_t s = 0; s < g->nstages; s++) {
+		const sp_gstage_t *st = &g->stages[s];
+		for (size_t p = 0; p < st->kind->nparams; p++) {
+			if (st->kind->params[p].type != SP_PT_OUTPUT)
+				continue;
+			char *t = sp_graph_expand(sp_gstage_param(st, st->kind->params[p].name)->text,
+						  path, index);
+			if (t == NULL)
+				goto oom;
+			if (t[0] == '\0') {
+				free(t);
+				continue;
+			}
+			if (cnt == cap) {
+				char **nv = realloc(v, (cap = cap ? 2 * cap : 4) * sizeof *nv);
+				if (nv == NULL) {
+					free(t);
+					goto oom;
+				}
+				v = nv;
+			}
+			v[cnt++] = t;
+		}
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+oom:
+	free_strv(v, cnt);
+	return SP_ENOMEM;
+}
+
+/* A name for comparing outputs: the longest existing ancestor folder
+ * resolved (symlinks, "..", "./"), the rest as written. */
+static char *canon_path(const char *path)
+{
+	char head[PATH_MAX], real[PATH_MAX], *out = NULL;
+	if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head)
+		return strdup(path);
+	size_t len = strlen(head);
+	for (;;) {
+		char *slash = strrchr(head, '/');
+		const char *dir = ".";
+		if (slash == head)
+			dir = "/";
+		else if (slash != NULL) {
+			*slash = '\0';
+			dir = head;
+		}
+		if (realpath(dir, real) != NULL) {
+			const char *tail = path + (slash == NULL ? 0 : (size_t)(slash - head) + 1);
+			if (asprintf(&out, "%s/%s", strcmp(real, "/") == 0 ? "" : real, tail) < 0)
+				out = NULL;
+			return out;
+		}
+		if (slash == NULL || slash == head || (size_t)(slash - head) >= len)
+			return strdup(path);
+	}
+}
+
+struct outref {
+	char *canon;
+	const char *path; /* as expanded */
+	size_t item;
+};
+
+static int cmp_outref(const void *a, const void *b)
+{
+	const struct outref *x = a, *y = b;
+	int c = strcmp(x->canon, y->canon);
+	return c ? c : (x->item > y->item) - (x->item < y->item);
+}
+
+/* Refuses two outputs that are one file, naming both inputs. */
+static int check_collisions(char *const *items, char **const *outs, const size_t *nouts,
+			    size_t nitems, sp_err_t *err)
+{
+	size_t n = 0, k = 0;
+	int rc = 0;
+	for (size_t i = 0; i < nitems; i++)
+		n += nouts[i];
+	struct outref *r = calloc(n ? n : 1, sizeof *r);
+	if (r == NULL)
+		return sp_seterr(err, SP_ENOMEM, "out of memory planning %zu outputs", n);
+	for (size_t i = 0; i < nitems; i++)
+		for (size_t o = 0; o < nouts[i]; o++, k++) {
+			r[k].path = outs[i][o];
+			r[k].item = i;
+			if ((r[k].canon = canon_path(outs[i][o])) == NULL) {
+				rc = sp_seterr(err, SP_ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	qsort(r, n, sizeof *r, cmp_outref);
+	for (k = 1; k < n; k++) {
+		if (strcmp(r[k - 1].canon, r[k].canon) != 0)
+			continue;
+		if (r[k - 1].item == r[k].item)
+			rc = sp_seterr(err, SP_EINVAL, "output collision: %s: writes '%s' twice",
+				       items[r[k].item], r[k].path);
+		else
+			rc = sp_seterr(err, SP_EINVAL,
+				       "output collision: %s and %s would both write '%s'; "
+				       "refused before running (make the output names differ, "
+				       "e.g. with ${stem} and distinct folders)",
+				       items[r[k - 1].item], items[r[k].item], r[k].path);
+		break;
+	}
+out:
+	for (k = 0; k < n; k++)
+		free(r[k].canon);
+	free(r);
+	return rc;
+}
+
+int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp_err_t *err)
+{
+	char ***outs = calloc(nitems ? nitems : 1, sizeof *outs);
+	size_t *nouts = calloc(nitems ? nitems : 1, sizeof *nouts);
+	int rc = 0;
+	if (outs == NULL || nouts == NULL)
+		rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	for (size_t i = 0; rc == 0 && i < nitems; i++)
+		if (plan_outputs(g, items[i], i, &outs[i], &nouts[i]) != 0)
+			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	if (rc == 0)
+		rc = check_collisions(items, outs, nouts, nitems, err);
+	for (size_t i = 0; outs != NULL && nouts != NULL && i < nitems; i++)
+		free_strv(outs[i], nouts[i]);
+	free(outs);
+	free(nouts);
+	return rc;
+}
+
+/* Before the batch: removes dead runs' temporaries, refuses an item whose
+ * output exists and is not a regular file, and skips (on request) an item
+ * whose every output exists. */
+static void plan_item(struct sp_batch *b, sp_item_t *it)
+{
+	sp_err_t err = { 0 };
+	size_t present = 0;
+	for (size_t o = 0; o < it->noutputs; o++) {
+		size_t n = sp_outset_clean_stale(it->outputs[o]);
+		if (n > 0 && !b->opts->quiet)
+			fprintf(stderr, "starpipe: %s: removed %zu temporary file(s) of a dead run\n",
+				it->outputs[o], n);
+		struct stat sb;
+		if (sp_output_check(it->outputs[o], &err) != 0) {
+			sp_status_set_err(&it->status, &err);
+			fprintf(stderr, "starpipe: %s: %s\n", it->path, err.msg);
+			atomic_store(&it->state, IT_FAILED);
+			atomic_fetch_add(&b->nfailed, 1);
+			journal_item(b, it);
+			sp_runtime_item_done();
+			return;
+		}
+		if (lstat(it->outputs[o], &sb) == 0 && S_ISREG(sb.st_mode))
+			present++;
+	}
+	if (b->opts->skip_existing && it->noutputs > 0 && present == it->noutputs) {
+		atomic_store(&it->state, IT_SKIPPED);
+		atomic_fetch_add(&b->nskipped, 1);
+		if (b->opts->verbose)
+			fprintf(stderr, "[starpipe] %s: every output exists; skipped\n", it->path);
+		journal_item(b, it);
+		sp_runtime_item_done();
+	}
 }
 
 static char *items_json(struct sp_batch *b)
@@ -234,10 +545,13 @@ static char *items_json(struct sp_batch *b)
 	for (size_t i = 0; i < b->nitems; i++) {
 		sp_item_t *it = &b->state[i];
 		sp_json_begin_object(j);
+		int st = atomic_load(&it->state);
 		sp_json_kv_str(j, "item", it->path);
-		sp_json_kv_str(j, "status", sp_status_failed(&it->status) ? "failed" : "ok");
-		if (sp_status_failed(&it->status))
+		sp_json_kv_str(j, "status", state_name(st));
+		if (st == IT_FAILED)
 			sp_json_kv_str(j, "error", it->status.err.msg);
+		if (st == IT_OK || st == IT_FAILED)
+			sp_json_kv_num(j, "seconds", it->seconds);
 		for (size_t k = 0; k < it->nreport; k++)
 			sp_json_kv_num(j, it->report[k].key, it->report[k].value);
 		sp_json_end_object(j);
@@ -261,13 +575,48 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	b.state = calloc(nitems ? nitems : 1, sizeof *b.state);
 	if (b.state == NULL)
 		return SP_ENOMEM;
+	char ***outs = calloc(nitems ? nitems : 1, sizeof *outs);
+	size_t *nouts = calloc(nitems ? nitems : 1, sizeof *nouts);
+	int rc = 0;
+	if (outs == NULL || nouts == NULL)
+		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	for (size_t i = 0; i < nitems; i++) {
 		b.state[i].g = g;
 		b.state[i].path = items[i];
 		b.state[i].index = i;
 		pthread_mutex_init(&b.state[i].lock, NULL);
+		if (rc == 0 && plan_outputs(g, items[i], i, &outs[i], &nouts[i]) != 0)
+			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	}
+	if (rc == 0)
+		rc = check_collisions(items, outs, nouts, nitems, &res->err);
+	for (size_t i = 0; i < nitems; i++) {
+		b.state[i].outputs = outs != NULL ? outs[i] : NULL;
+		b.state[i].noutputs = nouts != NULL ? nouts[i] : 0;
+	}
+	free(outs);
+	free(nouts);
+	if (rc == 0 && opts->journal != NULL) {
+		b.journal = fopen(opts->journal, "ae");
+		if (b.journal == NULL)
+			rc = sp_seterr(&res->err, SP_EIO, "%s: cannot open the journal: %s",
+				       opts->journal, strerror(errno));
+	}
+	if (rc != 0) {
+		for (size_t i = 0; i < nitems; i++) {
+			free_strv(b.state[i].outputs, b.state[i].noutputs);
+			pthread_mutex_destroy(&b.state[i].lock);
+		}
+		free(b.state);
+		return rc == SP_ENOMEM ? rc : SP_EINVAL;
+	}
+	pthread_mutex_init(&b.journal_lock, NULL);
 	sp_runtime_items(nitems);
+	for (size_t i = 0; i < nitems; i++)
+		plan_item(&b, &b.state[i]);
+	pthread_mutex_lock(&cur_lock);
+	cur_batch = &b;
+	pthread_mutex_unlock(&cur_lock);
 	if (nthreads > nitems)
 		nthreads = nitems;
 	if (nthreads > 64)
@@ -280,9 +629,17 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	for (size_t t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
 	starpu_task_wait_for_all();
+	pthread_mutex_lock(&cur_lock);
+	cur_batch = NULL;
+	pthread_mutex_unlock(&cur_lock);
 
 	res->nok = atomic_load(&b.nok);
 	res->nfailed = atomic_load(&b.nfailed);
+	res->nskipped = atomic_load(&b.nskipped);
+	for (size_t i = 0; i < nitems; i++)
+		if (atomic_load(&b.state[i].state) == IT_PENDING)
+			res->nnotrun++;
+	res->signal = atomic_load(&stop_signal);
 	res->items_json = items_json(&b);
 	for (size_t i = 0; i < nitems; i++) {
 		struct sp_ctxnode *n = b.state[i].ctxs;
@@ -291,8 +648,12 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 			free(n);
 			n = next;
 		}
+		free_strv(b.state[i].outputs, b.state[i].noutputs);
 		pthread_mutex_destroy(&b.state[i].lock);
 	}
 	free(b.state);
-	return res->nfailed ? SP_ECANCELED : 0;
+	if (b.journal != NULL)
+		fclose(b.journal);
+	pthread_mutex_destroy(&b.journal_lock);
+	return res->nfailed || res->nnotrun ? SP_ECANCELED : 0;
 }

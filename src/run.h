@@ -4,23 +4,42 @@
 
 #include <stddef.h>
 
+#include "error.h"
 #include "graph.h"
 
 typedef struct sp_run_opts {
-	size_t inflight; /* items driven at once (>= 1); 2 overlaps I/O of one with compute of another */
-	int verbose;     /* per-item lines on stderr */
+	size_t inflight;   /* items driven at once (>= 1); 2 overlaps I/O of one with compute of another */
+	int verbose;       /* per-item lines on stderr */
+	int quiet;         /* no notices on stderr (errors still) */
+	int skip_existing; /* skip an item whose every output exists */
+	const char *journal; /* JSON-lines file appended as each item ends, or NULL */
 } sp_run_opts_t;
 
 typedef struct sp_run_result {
-	size_t nok, nfailed;
+	size_t nok, nfailed, nskipped, nnotrun; /* not run: interrupted before it started */
+	int signal;       /* the signal that interrupted the batch, or 0 */
 	char *items_json; /* JSON array of per-item figures; caller frees */
+	sp_err_t err;     /* why the batch was refused, when sp_run returns SP_EINVAL */
 } sp_run_result_t;
 
+/* Plans the batch: expands every item's outputs (SP_PT_OUTPUT parameters)
+ * and refuses two items, or two outputs of one item, that would write the
+ * same file (SP_EINVAL, both inputs named in err).  Needs no StarPU. */
+int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp_err_t *err);
+
 /* Runs every item through the graph's stages.  A failing item is reported on
- * stderr as "starpipe: ITEM: reason" and the batch goes on.  StarPU must be
- * up (sp_runtime_init).  Returns 0 when every item succeeded, SP_ECANCELED
- * when some failed, or another SP_E* for a failure of the run itself. */
+ * stderr as "starpipe: ITEM: reason" and the batch goes on; an item's
+ * outputs are committed together when it succeeds (fsutil.h output sets).
+ * StarPU must be up (sp_runtime_init).  Returns 0 when every item succeeded
+ * or was skipped, SP_ECANCELED when some failed or the batch was
+ * interrupted, SP_EINVAL when the plan was refused (res->err), or another
+ * SP_E* for a failure of the run itself. */
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
 	   sp_run_result_t *res);
+
+/* Interrupts the running batch (call from a signal-handling thread, not a
+ * handler): no new item starts, and the items in flight are cancelled (their
+ * temporaries removed, their previous outputs untouched). */
+void sp_run_interrupt(int signo);
 
 #endif /* SP_RUN_H */

@@ -209,6 +209,7 @@ int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,
 	case SP_PT_STRING:
 		return 0;
 	case SP_PT_PATH:
+	case SP_PT_OUTPUT:
 		if (spec->def != NULL || text[0] != '\0')
 			return 0;
 		snprintf(msg, msglen, "expected a path, got an empty value");

@@ -18,6 +18,9 @@ typedef enum {
 	SP_PT_BOOL,   /* true/false (also yes/no, on/off) */
 	SP_PT_STRING, /* any text */
 	SP_PT_PATH,   /* a file or directory name; may use ${item}, ${stem} */
+	SP_PT_OUTPUT, /* an output file of the item, as PATH; "" when optional and
+		       * not written.  Outputs are planned before the batch runs
+		       * (collisions, --skip-existing) and written as one set. */
 	SP_PT_ENUM,   /* one of the '|'-separated words in `choices` */
 	SP_PT_SIZE    /* bytes, with optional K/M/G/T suffix (powers of 1024) */
 } sp_ptype_t;

@@ -355,9 +355,7 @@ static void expect_hdu(fitsfile *f, int hdu, const char *name, int naxis, const 
 
 static void no_temp_left(const char *path)
 {
-	char tmp[700];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	assert_int_not_equal(access(tmp, F_OK), 0);
+	assert_int_equal(temps_beside(path), 0);
 }
 
 static void test_write_round_trip(void **state)
@@ -495,14 +493,15 @@ static void test_write_fails(void **state)
 	tmp_path(img, sizeof img, "in2.fits");
 	write_image(img, IMG_FULL);
 
-	tmp_path(path, sizeof path, "nodir/frame.fits");
+	/* The folder cannot be made: a file is in the way. */
+	tmp_path(path, sizeof path, "in2.fits/frame.fits");
 	int rc = desi_frame_write(path, &d.fr, img, &err);
 	assert_int_equal(rc, SP_EIO);
 	assert_ptr_equal(strstr(err.msg, path), err.msg);
-	assert_non_null(strstr(err.msg, "cannot create the temporary file"));
+	assert_non_null(strstr(err.msg, "cannot create a temporary file"));
 	assert_int_not_equal(access(path, F_OK), 0);
 
-	/* The rename fails (the target is a non-empty directory). */
+	/* The target is a non-empty directory: refused before writing. */
 	tmp_path(path, sizeof path, "isdir.fits");
 	assert_int_equal(mkdir(path, 0700), 0);
 	snprintf(inner, sizeof inner, "%s/keep", path);
@@ -512,7 +511,7 @@ static void test_write_fails(void **state)
 	rc = desi_frame_write(path, &d.fr, img, &err);
 	assert_int_equal(rc, SP_EIO);
 	assert_ptr_equal(strstr(err.msg, path), err.msg);
-	assert_non_null(strstr(err.msg, "cannot rename"));
+	assert_non_null(strstr(err.msg, "is a folder"));
 	no_temp_left(path);
 	unlink(inner);
 	rmdir(path);

@@ -343,14 +343,18 @@ static void test_write_fails(void **state)
 	int64_t shape[1] = { 3 };
 	sp_err_t err = { 0, "" };
 
-	tmp_path(path, sizeof path, "nodir/out.npy");
+	/* The folder cannot be made (a file is in the way). */
+	char blocker[700];
+	tmp_path(blocker, sizeof blocker, "blocker");
+	write_raw(blocker, "x", 1);
+	tmp_path(path, sizeof path, "blocker/out.npy");
 	int rc = sp_npy_write_f8(path, x, 1, shape, &err);
 	assert_int_equal(rc, SP_EIO);
 	assert_ptr_equal(strstr(err.msg, path), err.msg);
 	assert_int_not_equal(access(path, F_OK), 0);
 
-	/* The rename fails (the target is a non-empty directory): the temp
-	 * file must be gone. */
+	/* The output exists and is a folder, or a symlink: refused before any
+	 * temporary is made, and nothing is touched. */
 	tmp_path(path, sizeof path, "isdir.npy");
 	assert_int_equal(mkdir(path, 0700), 0);
 	char inner[700];
@@ -359,11 +363,24 @@ static void test_write_fails(void **state)
 	rc = sp_npy_write_f8(path, x, 1, shape, &err);
 	assert_int_equal(rc, SP_EIO);
 	assert_ptr_equal(strstr(err.msg, path), err.msg);
-	char tmp[700];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	assert_int_not_equal(access(tmp, F_OK), 0);
+	assert_non_null(strstr(err.msg, "is a folder"));
+	assert_int_equal(temps_beside(path), 0);
+	assert_int_equal(access(inner, F_OK), 0);
 	unlink(inner);
 	rmdir(path);
+	tmp_path(path, sizeof path, "link.npy");
+	assert_int_equal(symlink(blocker, path), 0);
+	rc = sp_npy_write_f8(path, x, 1, shape, &err);
+	assert_int_equal(rc, SP_EIO);
+	assert_non_null(strstr(err.msg, "symbolic link"));
+	char got[4] = { 0 };
+	FILE *bf = fopen(blocker, "r");
+	assert_non_null(bf);
+	assert_int_equal(fread(got, 1, 3, bf), 1);
+	fclose(bf);
+	assert_string_equal(got, "x"); /* the link's target is untouched */
+	unlink(path);
+	unlink(blocker);
 
 	/* Bad arguments. */
 	tmp_path(path, sizeof path, "bad.npy");

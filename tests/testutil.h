@@ -54,4 +54,22 @@ static inline const char *shared_path(char *buf, size_t size, const char *rel)
 	return buf;
 }
 
+/* How many temporaries of an output set (src/fsutil.h: ".NAME.starpipe-tmp.*")
+ * are beside the output `path`. */
+static inline int temps_beside(const char *path)
+{
+	char dir[600], prefix[300];
+	const char *slash = strrchr(path, '/');
+	int n = 0;
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	snprintf(prefix, sizeof prefix, ".%s.starpipe-tmp.", slash ? slash + 1 : path);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
 #endif /* SP_TESTUTIL_H */

@@ -48,24 +48,34 @@ __attribute__((format(printf, 2, 3))) static void text_add(text_t *t, const char
 	t->len += (size_t)k;
 }
 
-static int text_write(text_t *t, const char *path, sp_err_t *err)
+/* Writes the text to path atomically, or, when tmp is not NULL, into that
+ * temporary of an output set (path is then only its final name). */
+static int text_write(text_t *t, const char *tmp, const char *path, sp_err_t *err)
 {
+	const char *s = t->s != NULL ? t->s : "";
 	int rc = t->oom ? sp_seterr(err, SP_ENOMEM, "%s: out of memory", path)
-			: sp_write_file_atomic(path, t->s != NULL ? t->s : "", t->len, err);
+		 : tmp != NULL ? sp_write_file_into(tmp, path, s, t->len, err)
+			       : sp_write_file_atomic(path, s, t->len, err);
 	free(t->s);
 	return rc;
 }
 
 static const char star_head[] = "data_root\n\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n";
 
-int apple_star_write(const char *path, const int *xy, size_t n, sp_err_t *err)
+int apple_star_write_into(const char *tmp, const char *path, const int *xy, size_t n,
+			  sp_err_t *err)
 {
 	text_t t = { 0 };
 
 	text_add(&t, "%s", star_head);
 	for (size_t k = 0; k < n; k++)
 		text_add(&t, "%d %d\n", xy[2 * k], xy[2 * k + 1]);
-	return text_write(&t, path, err);
+	return text_write(&t, tmp, path, err);
+}
+
+int apple_star_write(const char *path, const int *xy, size_t n, sp_err_t *err)
+{
+	return apple_star_write_into(NULL, path, xy, n, err);
 }
 
 int apple_star_write_f64(const char *path, const double *xy, size_t n, int decimals,
@@ -86,10 +96,16 @@ int apple_star_write_f64(const char *path, const double *xy, size_t n, int decim
 		else
 			text_add(&t, "%.*f %.*f\n", decimals, xy[2 * k], decimals, xy[2 * k + 1]);
 	}
-	return text_write(&t, path, err);
+	return text_write(&t, NULL, path, err);
 }
 
 int apple_box_write(const char *path, const int *xy, size_t n, int box, sp_err_t *err)
+{
+	return apple_box_write_into(NULL, path, xy, n, box, err);
+}
+
+int apple_box_write_into(const char *tmp, const char *path, const int *xy, size_t n, int box,
+			 sp_err_t *err)
 {
 	text_t t = { 0 };
 
@@ -98,7 +114,7 @@ int apple_box_write(const char *path, const int *xy, size_t n, int box, sp_err_t
 	for (size_t k = 0; k < n; k++)
 		text_add(&t, "%d\t%d\t%d\t%d\n", xy[2 * k] - box / 2, xy[2 * k + 1] - box / 2, box,
 			 box);
-	return text_write(&t, path, err);
+	return text_write(&t, tmp, path, err);
 }
 
 /* Reading.  States: outside a loop, in a loop's labels, in its rows. */

@@ -43,6 +43,13 @@ int apple_star_write_f64(const char *path, const double *xy, size_t n, int decim
  * Returns 0, SP_EINVAL, SP_ENOMEM or SP_EIO. */
 int apple_box_write(const char *path, const int *xy, size_t n, int box, sp_err_t *err);
 
+/* As apple_star_write() and apple_box_write(), into `tmp`, a temporary of
+ * an output set (fsutil.h); `path` is its final name, for messages. */
+int apple_star_write_into(const char *tmp, const char *path, const int *xy, size_t n,
+			  sp_err_t *err);
+int apple_box_write_into(const char *tmp, const char *path, const int *xy, size_t n, int box,
+			 sp_err_t *err);
+
 /* Reads the _rlnCoordinateX/_rlnCoordinateY columns of `path`.  On success
  * *xy is a malloc'ed double[*n][2] (NULL when *n is 0) that the caller
  * frees.  Returns 0, SP_ENOENT, SP_EIO, SP_EFORMAT ("PATH:LINE: reason":

@@ -10,6 +10,7 @@ struct apple_write_arg {
 	sp_taskctx_t *ctx;
 	apple_picks_val_t *pv;
 	char *star, *box;
+	const char *star_tmp, *box_tmp; /* temporaries of the item's output set */
 	int box_size;
 };
 
@@ -27,18 +28,15 @@ static void write_cpu(void *buffers[], void *cl_arg)
 	if (sp_status_failed(a->ctx->status))
 		return;
 	int box = a->box_size > 0 ? a->box_size : a->pv->params.particle_size;
-	if (sp_make_parent(a->star, &err) != 0 ||
-	    apple_star_write(a->star, xy, (size_t)a->pv->npick, &err) != 0) {
+	/* Both are renamed into place together when the item has succeeded. */
+	if (apple_star_write_into(a->star_tmp, a->star, xy, (size_t)a->pv->npick, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
 		return;
 	}
 	sp_item_report_num(a->ctx->item, "picks", a->pv->npick);
-	if (a->box[0] != '\0' &&
-	    (sp_make_parent(a->box, &err) != 0 ||
-	     apple_box_write(a->box, xy, (size_t)a->pv->npick, box, &err) != 0)) {
-		remove(a->star); /* both files or neither */
+	if (a->box_tmp != NULL &&
+	    apple_box_write_into(a->box_tmp, a->box, xy, (size_t)a->pv->npick, box, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
-	}
 }
 
 static struct starpu_codelet write_cl = {
@@ -74,6 +72,10 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.ctx = sp_item_taskctx(item, st, "apple_write");
 	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
+	sp_err_t err = { 0 };
+	if (sp_item_output(item, w->arg.star, &w->arg.star_tmp, &err) != 0 ||
+	    (w->arg.box[0] != '\0' && sp_item_output(item, w->arg.box, &w->arg.box_tmp, &err) != 0))
+		return sp_status_set_err(sp_item_status(item), &err);
 	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.pv->h,
 						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
 						     SP_TASK_ARGS(w->arg.ctx), 0);
@@ -88,8 +90,8 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "star", SP_PT_PATH, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)" },
-	{ "box", SP_PT_PATH, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)" },
+	{ "star", SP_PT_OUTPUT, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)" },
+	{ "box", SP_PT_OUTPUT, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)" },
 	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size" },
 };
 static const sp_port_spec_t write_inputs[] = {

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "frame_io.h"
+#include "../../src/fsutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -31,9 +32,10 @@
  * such a pixel is counted in *nbad and a non-finite IMAGE value is replaced
  * by 0, so that the products with ivar = 0 downstream stay 0, not NaN.
  *
- * Writing.  The frame goes to "PATH.tmp.PID" in the same folder, with a
- * checksum in every HDU, and is renamed over PATH only when CFITSIO has
- * closed it without error; any failure removes the temporary file.
+ * Writing.  The frame goes to a temporary of an output set (src/fsutil.h)
+ * in the same folder, with a checksum in every HDU, and is renamed over PATH
+ * (with the item's other outputs) only when CFITSIO has closed it without
+ * error; any failure removes the temporary file.
  */
 
 #define MASK_BADREADNOISE (1u << 8)
@@ -417,17 +419,28 @@ static int put_fibermap(fitsfile *in, fitsfile *out, int specmin, int nspec, lon
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
 		     sp_err_t *err)
 {
-	char tmp[PATH_MAX];
+	sp_outset_t set = { 0 };
+	const char *tmp;
+	int rc = sp_outset_add(&set, path, &tmp, err);
+	if (rc == 0)
+		rc = desi_frame_write_into(tmp, path, fr, image_path, err);
+	if (rc == 0)
+		rc = sp_outset_commit(&set, err);
+	sp_outset_free(&set);
+	return rc;
+}
+
+int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t *fr,
+			  const char *image_path, sp_err_t *err)
+{
 	fitsfile *out = NULL, *in = NULL;
-	int status = 0, rc, e;
+	int status = 0, rc;
 	const char *what = "cannot write";
 
 	if (fr == NULL || fr->nspec < 1 || fr->nwave < 1 || fr->ndiag < 0 || fr->specmin < 0 ||
 	    fr->wave == NULL || fr->flux == NULL || fr->ivar == NULL || fr->mask == NULL ||
 	    fr->resolution == NULL || fr->chi2pix == NULL)
 		return sp_seterr(err, SP_EINVAL, "%s: %s: incomplete frame", path, __func__);
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
 	long fm_rows = 0;
 	if (image_path != NULL) {
 		rc = open_input(image_path, &in, err);
@@ -438,6 +451,9 @@ int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image
 			return rc;
 		}
 	}
+	/* CFITSIO creates its file itself and refuses an existing one: the
+	 * set's temporary (a unique, unguessable name made with O_EXCL) is
+	 * replaced in place. */
 	unlink(tmp);
 	if (fits_create_diskfile(&out, tmp, &status) != 0) {
 		out = NULL;
@@ -511,11 +527,6 @@ int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image
 	}
 	out = NULL;
 	close_quietly(in);
-	if (rename(tmp, path) != 0) {
-		e = errno;
-		unlink(tmp);
-		return sp_seterr(err, SP_EIO, "%s: cannot rename %s: %s", path, tmp, strerror(e));
-	}
 	return 0;
 
 fail:
@@ -526,6 +537,5 @@ fail:
 	}
 	fits_clear_errmsg();
 	close_quietly(in);
-	unlink(tmp);
 	return rc;
 }

@@ -49,4 +49,10 @@ typedef struct desi_frame {
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
 		     sp_err_t *err);
 
+/* As desi_frame_write(), into `tmp`, a temporary of an output set
+ * (src/fsutil.h) that the caller commits; `path` is the final name, for
+ * messages. */
+int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t *fr,
+			  const char *image_path, sp_err_t *err);
+
 #endif /* SP_DESI_FRAME_IO_H */

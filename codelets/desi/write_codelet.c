@@ -13,6 +13,7 @@ struct desi_write_arg {
 	sp_taskctx_t *ctx;
 	desi_frame_val_t *fr;
 	char *path;
+	const char *tmp; /* the temporary of the item's output set */
 };
 
 typedef struct desi_write_val {
@@ -54,8 +55,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
 			    .mask = mask, .resolution = res, .chi2pix = chi2,
 			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path };
-	if (sp_make_parent(a->path, &err) != 0 ||
-	    desi_frame_write(a->path, &fr, a->fr->image_path, &err) != 0)
+	if (desi_frame_write_into(a->tmp, a->path, &fr, a->fr->image_path, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
 out:
 	free(flux);
@@ -95,6 +95,9 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.ctx = sp_item_taskctx(item, st, "desi_write");
 	if (w->arg.path == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
+	sp_err_t err = { 0 };
+	if (sp_item_output(item, w->arg.path, &w->arg.tmp, &err) != 0)
+		return sp_status_set_err(sp_item_status(item), &err);
 	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.fr->h,
 						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
 						     SP_TASK_ARGS(w->arg.ctx), 0);
@@ -109,7 +112,7 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "output frame FITS (desispec layout)" },
+	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output frame FITS (desispec layout)" },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "frame", "desi.frame", "the extracted frame" },

@@ -15,6 +15,7 @@
 struct jsync_write_arg {
 	sp_taskctx_t *ctx;
 	char *signs_path, *synced_path;
+	const char *signs_tmp, *synced_tmp; /* temporaries of the item's output set */
 	int64_t P;
 };
 
@@ -23,6 +24,25 @@ typedef struct jsync_write_val {
 	struct jsync_write_arg *arg;
 	struct starpu_task *task; /* not detached: freed by starpu_task_wait */
 } jsync_write_val_t;
+
+struct synced_fill {
+	const double *s, *R;
+};
+
+/* J R J with J = diag(-1, -1, 1) negates row-major entries 2, 5, 6, 7 of
+ * the rotations whose sign is -1.  Produced block by block as the file is
+ * written: no second copy of the P x 9 rotations. */
+static void synced_fill_cb(void *ctx, int64_t first, int64_t n, double *buf)
+{
+	const struct synced_fill *f = ctx;
+	for (int64_t k = 0; k < n; k++) {
+		int64_t e = first + k, p = e / 9, c = e % 9;
+		double v = f->R[e];
+		if (f->s[p] < 0 && (c == 2 || c == 5 || c == 6 || c == 7))
+			v = -v;
+		buf[k] = v;
+	}
+}
 
 static void write_cpu(void *buffers[], void *cl_arg)
 {
@@ -34,36 +54,18 @@ static void write_cpu(void *buffers[], void *cl_arg)
 
 	if (sp_status_failed(a->ctx->status))
 		return;
-	if (sp_make_parent(a->signs_path, &err) != 0 ||
-	    sp_npy_write_f8(a->signs_path, s, 1, shape, &err) != 0) {
+	/* Both files are temporaries of the item's output set: they are renamed
+	 * into place together when the item has succeeded. */
+	if (sp_npy_write_f8_into(a->signs_tmp, a->signs_path, s, 1, shape, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
 		return;
 	}
-	if (a->synced_path[0] == '\0')
+	if (a->synced_tmp == NULL)
 		return;
-	double *out = malloc((size_t)a->P * 9 * sizeof *out);
-	if (out == NULL) {
-		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", a->synced_path);
-		unlink(a->signs_path);
-		return;
-	}
-	/* J R J with J = diag(-1, -1, 1) negates row-major entries 2, 5, 6, 7. */
-	for (int64_t p = 0; p < a->P; p++) {
-		memcpy(out + 9 * p, R + 9 * p, 9 * sizeof *out);
-		if (s[p] < 0) {
-			out[9 * p + 2] = -out[9 * p + 2];
-			out[9 * p + 5] = -out[9 * p + 5];
-			out[9 * p + 6] = -out[9 * p + 6];
-			out[9 * p + 7] = -out[9 * p + 7];
-		}
-	}
-	if (sp_make_parent(a->synced_path, &err) != 0 ||
-	    sp_npy_write_f8(a->synced_path, out, 3, shape, &err) != 0) {
-		/* Both files or neither. */
-		unlink(a->signs_path);
+	struct synced_fill f = { s, R };
+	if (sp_npy_write_f8_fill(a->synced_tmp, a->synced_path, 3, shape, synced_fill_cb, &f,
+				 &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
-	}
-	free(out);
 }
 
 static struct starpu_codelet write_cl = {
@@ -113,6 +115,11 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	a->ctx = sp_item_taskctx(item, st, "jsync_write");
 	if (a->ctx == NULL)
 		return SP_ENOMEM;
+	sp_err_t err = { 0 };
+	if (sp_item_output(item, a->signs_path, &a->signs_tmp, &err) != 0 ||
+	    (a->synced_path[0] != '\0' &&
+	     sp_item_output(item, a->synced_path, &a->synced_tmp, &err) != 0))
+		return sp_status_set_err(sp_item_status(item), &err);
 	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, s->h, STARPU_R, r->h,
 						     STARPU_CL_ARGS_NFREE, a, sizeof *a,
 						     SP_TASK_ARGS(a->ctx), 0);
@@ -127,8 +134,8 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "signs", SP_PT_PATH, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate" },
-	{ "synced", SP_PT_PATH, "", 0, -1, NULL,
+	{ "signs", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate" },
+	{ "synced", SP_PT_OUTPUT, "", 0, -1, NULL,
 	  "output NPY float64 [P, 3, 3]: J R J where the sign is -1 (\"\": not written)" },
 };
 static const sp_port_spec_t write_inputs[] = {
