@@ -3,10 +3,15 @@
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "graph.h"
@@ -14,7 +19,15 @@
 #include "runtime.h"
 #include "stage.h"
 
-#define EXIT_USAGE 2
+/* Exit statuses (documented in starpipe.1; tests/cli.test checks them). */
+enum {
+	EXIT_ITEMS_FAILED = 1, /* some work items failed; the others are done */
+	EXIT_USAGE = 2,        /* bad usage, invalid graph, refused plan */
+	EXIT_NO_INPUT = 3,     /* nothing matched the inputs */
+	EXIT_RUNTIME = 4,      /* the runtime (StarPU) could not start */
+	EXIT_INTERRUPTED = 5,  /* stopped on request by SIGHUP or SIGUSR1 */
+	/* SIGINT and SIGTERM give 128 + the signal: 130 and 143 */
+};
 
 static const char usage_text[] =
 	"Usage: starpipe COMMAND [OPTIONS]\n"
@@ -47,12 +60,17 @@ static const char usage_text[] =
 	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
 	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
 	"                           terminal, 10 otherwise)\n"
+	"      --skip-existing      skip an item whose every output exists (a re-run\n"
+	"                           after a crash or a kill does only what is missing)\n"
+	"      --journal FILE       append one JSON line per finished item to FILE\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
 	"  -v, --verbose            one line per item started\n"
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
 	"\n"
-	"Exit status: 0 success, 1 some work item failed, 2 bad usage or invalid graph.\n";
+	"Exit status: 0 every item done or skipped, 1 some items failed, 2 bad usage,\n"
+	"invalid graph or output collision, 3 nothing matched the inputs, 4 the runtime\n"
+	"could not start, 5 stopped by SIGHUP or SIGUSR1, 130/143 stopped by SIGINT/SIGTERM.\n";
 
 enum {
 	OPT_SCHED = 256,
@@ -65,6 +83,8 @@ enum {
 	OPT_REPORT,
 	OPT_TRACE,
 	OPT_PROGRESS,
+	OPT_SKIP,
+	OPT_JOURNAL,
 };
 
 struct cli {
@@ -72,7 +92,8 @@ struct cli {
 	sp_var_t vars[128];
 	size_t nvars;
 	const char *rt[6]; /* overrides of sp_runtime_params, by index */
-	const char *report, *trace;
+	const char *report, *trace, *journal;
+	int skip_existing;
 	char **items; /* work items given after the graph (run only) */
 	size_t nitems;
 	long inflight;
@@ -137,6 +158,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "report", required_argument, NULL, OPT_REPORT },
 		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "progress-every", required_argument, NULL, OPT_PROGRESS },
+		{ "skip-existing", no_argument, NULL, OPT_SKIP },
+		{ "journal", required_argument, NULL, OPT_JOURNAL },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -178,6 +201,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return usage_error("--progress-every expects seconds in (0, 86400], got '%s'",
 						   optarg);
 			break;
+		case OPT_SKIP: c->skip_existing = 1; break;
+		case OPT_JOURNAL: c->journal = optarg; break;
 		case 'q': c->quiet = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
@@ -272,15 +297,87 @@ static const char *rt_value(const struct cli *c, const sp_graph_t *g, size_t i)
 	return sp_graph_runtime(g, sp_runtime_params[i].name);
 }
 
+/*
+ * Signals.  The handler of SIGINT, SIGTERM, SIGHUP and SIGUSR1 only writes
+ * the signal's number to a pipe (async-signal-safe, whichever thread takes
+ * it: OpenBLAS starts threads before main, so masks cannot route signals);
+ * one thread reads the pipe and stops the batch from ordinary code: no new
+ * item starts, the items in flight are cancelled (their temporaries removed,
+ * previous outputs untouched), the report is written, and the exit status
+ * says which signal.  A second signal exits at once; the next run removes
+ * the dead run's temporaries.
+ */
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_stop_signal(int sig)
+{
+	int e = errno;
+	unsigned char b = (unsigned char)sig;
+	(void)!write(sig_pipe[1], &b, 1);
+	errno = e;
+}
+
+static int install_stop_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1 };
+	if (pipe2(sig_pipe, O_CLOEXEC) != 0)
+		return -1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		if (sigaction(sigs[i], &sa, NULL) != 0)
+			return -1;
+	return 0;
+}
+
+static void *signal_main(void *arg)
+{
+	(void)arg;
+	int n = 0;
+	for (;;) {
+		unsigned char b;
+		ssize_t got = read(sig_pipe[0], &b, 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got != 1)
+			return NULL;
+		int sig = b;
+		if (++n == 1) {
+			char msg[160];
+			int len = snprintf(msg, sizeof msg,
+					   "starpipe: SIG%s: no new item; cancelling the items in flight "
+					   "(again to exit at once)\n", sigabbrev_np(sig));
+			(void)!write(STDERR_FILENO, msg, (size_t)len);
+			sp_run_interrupt(sig);
+		} else {
+			static const char msg[] = "starpipe: second signal: exiting now\n";
+			(void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+			_exit(sig == SIGINT || sig == SIGTERM ? 128 + sig : EXIT_INTERRUPTED);
+		}
+	}
+	return NULL;
+}
+
+static int exit_for_signal(int sig)
+{
+	return sig == SIGINT || sig == SIGTERM ? 128 + sig : EXIT_INTERRUPTED;
+}
+
 static int cmd_run(struct cli *c, sp_graph_t *g)
 {
 	char **items = NULL;
 	size_t nitems = 0;
 	sp_err_t err = { 0 };
 	sp_runtime_conf_t conf;
-	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose };
+	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose,
+			     .quiet = c->quiet, .skip_existing = c->skip_existing,
+			     .journal = c->journal };
 	sp_run_result_t res;
 	int status = 0;
+	pthread_t sig_thread;
 
 	if (c->nitems > 0) {
 		items = calloc(c->nitems, sizeof *items);
@@ -296,14 +393,22 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		}
 	} else if (sp_graph_items(g, &items, &nitems, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
-		return 1;
+		return err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
 	}
 	if (nitems == 0) {
 		fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
 			g->file);
 		free(items);
-		return 1;
+		return EXIT_NO_INPUT;
 	}
+	/* Output collisions are refused before anything starts. */
+	if (sp_run_plan_check(g, items, nitems, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		status = EXIT_USAGE;
+		goto out;
+	}
+	if (install_stop_signals() == 0 && pthread_create(&sig_thread, NULL, signal_main, NULL) == 0)
+		pthread_detach(sig_thread);
 	conf.scheduler = rt_value(c, g, rt_index("scheduler"));
 	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
 	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
@@ -316,27 +421,44 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 
 	if (sp_runtime_init(&conf, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
-		status = 1;
+		status = EXIT_RUNTIME;
 		goto out;
 	}
 	int ret = sp_run(g, items, nitems, &ro, &res);
+	if (ret == SP_EINVAL) {
+		fprintf(stderr, "starpipe: %s\n", res.err.msg);
+		sp_runtime_shutdown();
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (ret != 0 && ret != SP_ECANCELED) {
-		fprintf(stderr, "starpipe: %s: %s\n", g->file, sp_strerror(ret));
-		status = 1;
+		fprintf(stderr, "starpipe: %s: %s\n", g->file, ret == SP_ENOMEM ? res.err.msg : sp_strerror(ret));
+		status = EXIT_ITEMS_FAILED;
 	}
 	if (res.nfailed) {
 		fprintf(stderr, "starpipe: %zu of %zu item(s) failed\n", res.nfailed, nitems);
-		status = 1;
+		status = EXIT_ITEMS_FAILED;
+	}
+	if (res.nskipped && !c->quiet)
+		fprintf(stderr, "starpipe: %zu of %zu item(s) skipped: their outputs exist\n",
+			res.nskipped, nitems);
+	if (res.signal != 0) {
+		fprintf(stderr, "starpipe: interrupted by SIG%s: %zu item(s) done, %zu cancelled, "
+			"%zu not started; the same command with --skip-existing finishes the batch\n",
+			sigabbrev_np(res.signal), res.nok, res.ncancelled, res.nnotrun);
+		status = exit_for_signal(res.signal);
 	}
 	if (!c->quiet)
 		sp_runtime_print_report(g->pipeline);
 	if (c->report != NULL && sp_runtime_write_report(c->report, g->pipeline, res.items_json, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
-		status = 1;
+		if (status == 0)
+			status = EXIT_ITEMS_FAILED;
 	}
 	if (c->trace != NULL && sp_runtime_write_trace(c->trace, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
-		status = 1;
+		if (status == 0)
+			status = EXIT_ITEMS_FAILED;
 	}
 	free(res.items_json);
 	sp_runtime_shutdown();

@@ -38,7 +38,16 @@
  * all, and a failed re-run never touches the previous good ones.
  */
 
-enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED };
+enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED, IT_CANCELLED };
+
+/* "SIGTERM" */
+static const char *sig_name(int sig)
+{
+	static _Thread_local char buf[32];
+	const char *a = sigabbrev_np(sig);
+	snprintf(buf, sizeof buf, "SIG%s", a != NULL ? a : "?");
+	return buf;
+}
 
 #define SP__MAXREPORT 32
 
@@ -186,7 +195,7 @@ struct sp_batch {
 	atomic_size_t next;
 	const sp_run_opts_t *opts;
 	sp_item_t *state; /* one per item, kept for the report */
-	atomic_size_t nok, nfailed, nskipped;
+	atomic_size_t nok, nfailed, nskipped, ncancelled;
 	FILE *journal;
 	pthread_mutex_t journal_lock;
 };
@@ -204,7 +213,7 @@ void sp_run_interrupt(int signo)
 	for (size_t i = 0; b != NULL && i < b->nitems; i++)
 		if (atomic_load(&b->state[i].state) == IT_RUNNING)
 			sp_status_set(&b->state[i].status, SP_ECANCELED, "%s: interrupted by %s",
-				      b->state[i].path, strsignal(signo));
+				      b->state[i].path, sig_name(signo));
 	pthread_mutex_unlock(&cur_lock);
 }
 
@@ -221,6 +230,7 @@ static const char *state_name(int s)
 	case IT_OK: return "ok";
 	case IT_FAILED: return "failed";
 	case IT_SKIPPED: return "skipped";
+	case IT_CANCELLED: return "cancelled";
 	case IT_RUNNING: return "running";
 	default: return "not run";
 	}
@@ -245,7 +255,7 @@ static void journal_item(struct sp_batch *b, sp_item_t *it)
 		sp_json_str(j, it->outputs[k]);
 	sp_json_end_array(j);
 	sp_json_kv_num(j, "seconds", it->seconds);
-	if (st == IT_FAILED)
+	if (st == IT_FAILED || st == IT_CANCELLED)
 		sp_json_kv_str(j, "message", it->status.err.msg);
 	sp_json_end_object(j);
 	if (sp_json_text(j) != NULL) {
@@ -283,7 +293,7 @@ static void run_item(struct sp_batch *b, size_t idx)
 	pthread_mutex_unlock(&cur_lock);
 	if (atomic_load(&stop_signal) != 0)
 		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
-			      strsignal(atomic_load(&stop_signal)));
+			      sig_name(atomic_load(&stop_signal)));
 	if (values == NULL) {
 		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
 		goto report;
@@ -315,11 +325,16 @@ report:
 	}
 	sp_outset_free(&item->out);
 	item->seconds = now_s() - t0;
+	int cancelled = atomic_load(&stop_signal) != 0 &&
+			atomic_load(&item->status.code) == SP_ECANCELED;
 	pthread_mutex_lock(&cur_lock);
-	atomic_store(&item->state, sp_status_failed(&item->status) ? IT_FAILED : IT_OK);
+	atomic_store(&item->state, cancelled ? IT_CANCELLED
+				   : sp_status_failed(&item->status) ? IT_FAILED : IT_OK);
 	pthread_mutex_unlock(&cur_lock);
 	journal_item(b, item);
-	if (sp_status_failed(&item->status)) {
+	if (cancelled) {
+		atomic_fetch_add(&b->ncancelled, 1);
+	} else if (sp_status_failed(&item->status)) {
 		/* one line naming the item, whichever task set the message */
 		if (strstr(item->status.err.msg, item->path) == NULL)
 			fprintf(stderr, "starpipe: %s: %s\n", item->path, item->status.err.msg);
@@ -548,9 +563,9 @@ static char *items_json(struct sp_batch *b)
 		int st = atomic_load(&it->state);
 		sp_json_kv_str(j, "item", it->path);
 		sp_json_kv_str(j, "status", state_name(st));
-		if (st == IT_FAILED)
+		if (st == IT_FAILED || st == IT_CANCELLED)
 			sp_json_kv_str(j, "error", it->status.err.msg);
-		if (st == IT_OK || st == IT_FAILED)
+		if (st == IT_OK || st == IT_FAILED || st == IT_CANCELLED)
 			sp_json_kv_num(j, "seconds", it->seconds);
 		for (size_t k = 0; k < it->nreport; k++)
 			sp_json_kv_num(j, it->report[k].key, it->report[k].value);
@@ -636,6 +651,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	res->nok = atomic_load(&b.nok);
 	res->nfailed = atomic_load(&b.nfailed);
 	res->nskipped = atomic_load(&b.nskipped);
+	res->ncancelled = atomic_load(&b.ncancelled);
 	for (size_t i = 0; i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			res->nnotrun++;
@@ -655,5 +671,5 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	if (b.journal != NULL)
 		fclose(b.journal);
 	pthread_mutex_destroy(&b.journal_lock);
-	return res->nfailed || res->nnotrun ? SP_ECANCELED : 0;
+	return res->nfailed || res->nnotrun || res->ncancelled ? SP_ECANCELED : 0;
 }

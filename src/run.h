@@ -16,7 +16,8 @@ typedef struct sp_run_opts {
 } sp_run_opts_t;
 
 typedef struct sp_run_result {
-	size_t nok, nfailed, nskipped, nnotrun; /* not run: interrupted before it started */
+	size_t nok, nfailed, nskipped;
+	size_t ncancelled, nnotrun; /* interrupted while running, or before it started */
 	int signal;       /* the signal that interrupted the batch, or 0 */
 	char *items_json; /* JSON array of per-item figures; caller frees */
 	sp_err_t err;     /* why the batch was refused, when sp_run returns SP_EINVAL */
