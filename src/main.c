@@ -63,6 +63,8 @@ static const char usage_text[] =
 	"      --skip-existing      skip an item whose every output exists (a re-run\n"
 	"                           after a crash or a kill does only what is missing)\n"
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
+	"      --memory-limit SIZE  refuse an item estimated to need more (default: the\n"
+	"                           machine's memory, or its cgroup's limit)\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
 	"  -v, --verbose            one line per item started\n"
 	"  -h, --help               this help\n"
@@ -85,6 +87,7 @@ enum {
 	OPT_PROGRESS,
 	OPT_SKIP,
 	OPT_JOURNAL,
+	OPT_MEMLIMIT,
 };
 
 struct cli {
@@ -94,6 +97,7 @@ struct cli {
 	const char *rt[6]; /* overrides of sp_runtime_params, by index */
 	const char *report, *trace, *journal;
 	int skip_existing;
+	unsigned long long memory_limit;
 	char **items; /* work items given after the graph (run only) */
 	size_t nitems;
 	long inflight;
@@ -160,6 +164,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "progress-every", required_argument, NULL, OPT_PROGRESS },
 		{ "skip-existing", no_argument, NULL, OPT_SKIP },
 		{ "journal", required_argument, NULL, OPT_JOURNAL },
+		{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -203,6 +208,17 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_SKIP: c->skip_existing = 1; break;
 		case OPT_JOURNAL: c->journal = optarg; break;
+		case OPT_MEMLIMIT: {
+			static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18,
+							      NULL, NULL };
+			char msg[256];
+			if (sp_param_check(&spec, optarg, msg, sizeof msg) != 0) {
+				fprintf(stderr, "starpipe: --memory-limit: %s\nTry 'starpipe --help'.\n", msg);
+				return EXIT_USAGE;
+			}
+			c->memory_limit = sp_param_size(optarg);
+			break;
+		}
 		case 'q': c->quiet = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
@@ -374,7 +390,7 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	sp_runtime_conf_t conf;
 	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose,
 			     .quiet = c->quiet, .skip_existing = c->skip_existing,
-			     .journal = c->journal };
+			     .journal = c->journal, .memory_limit = c->memory_limit };
 	sp_run_result_t res;
 	int status = 0;
 	pthread_t sig_thread;

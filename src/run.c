@@ -515,6 +515,59 @@ int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp
 	return rc;
 }
 
+unsigned long long sp_run_machine_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	unsigned long long mem = pages > 0 && psz > 0 ? (unsigned long long)pages * (unsigned long long)psz
+						       : 0;
+	/* cgroup v2: "0::/path" in /proc/self/cgroup, its memory.max */
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[4096], path[4200];
+	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+		FILE *m = fopen(path, "re");
+		unsigned long long lim;
+		if (m != NULL && fscanf(m, "%llu", &lim) == 1 && lim > 0 && (mem == 0 || lim < mem))
+			mem = lim;
+		if (m != NULL)
+			fclose(m);
+	}
+	if (f != NULL)
+		fclose(f);
+	return mem;
+}
+
+/* The item's peak memory, estimated from its inputs' headers by the stages
+ * that allocate (sp_stage_kind_t.estimate), plus the process's baseline. */
+#define SP__BASE_BYTES (64ull << 20)
+static int estimate_item(sp_item_t *it, unsigned long long *bytes, sp_err_t *err)
+{
+	sp_estimate_t e = { 0, SP__BASE_BYTES };
+	for (size_t s = 0; s < it->g->nstages; s++) {
+		const sp_gstage_t *st = &it->g->stages[s];
+		if (st->kind->estimate != NULL) {
+			int rc = st->kind->estimate(it, st, &e, err);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	*bytes = e.bytes;
+	return 0;
+}
+
+/* "1.5 GiB", "160 MiB" */
+static const char *human_bytes(unsigned long long b, char *buf, size_t size)
+{
+	if (b >= (1ull << 30))
+		snprintf(buf, size, "%.1f GiB", (double)b / (double)(1ull << 30));
+	else
+		snprintf(buf, size, "%.0f MiB", (double)b / (double)(1ull << 20));
+	return buf;
+}
+
 /* Before the batch: removes dead runs' temporaries, refuses an item whose
  * output exists and is not a regular file, and skips (on request) an item
  * whose every output exists. */
@@ -547,7 +600,30 @@ static void plan_item(struct sp_batch *b, sp_item_t *it)
 			fprintf(stderr, "[starpipe] %s: every output exists; skipped\n", it->path);
 		journal_item(b, it);
 		sp_runtime_item_done();
+		return;
 	}
+	/* Memory up front: an item that cannot fit fails now, with the figure,
+	 * not after minutes of work or by the kernel's OOM killer. */
+	unsigned long long need = 0, limit = b->opts->memory_limit ? b->opts->memory_limit
+								   : sp_run_machine_memory();
+	int rc = estimate_item(it, &need, &err);
+	char nb[32], lb[32];
+	if (rc == 0 && limit > 0 && need > limit)
+		rc = sp_seterr(&err, SP_ENOMEM,
+			       "%s: needs about %s of memory (estimated from its header), more than "
+			       "the %s %s; refused before running",
+			       it->path, human_bytes(need, nb, sizeof nb), human_bytes(limit, lb, sizeof lb),
+			       b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
+	if (rc != 0) {
+		sp_status_set_err(&it->status, &err);
+		fprintf(stderr, "starpipe: %s\n", it->status.err.msg);
+		atomic_store(&it->state, IT_FAILED);
+		atomic_fetch_add(&b->nfailed, 1);
+		journal_item(b, it);
+		sp_runtime_item_done();
+		return;
+	}
+	sp_item_report_num(it, "memory_estimate_bytes", (double)need);
 }
 
 static char *items_json(struct sp_batch *b)

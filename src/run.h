@@ -13,6 +13,7 @@ typedef struct sp_run_opts {
 	int quiet;         /* no notices on stderr (errors still) */
 	int skip_existing; /* skip an item whose every output exists */
 	const char *journal; /* JSON-lines file appended as each item ends, or NULL */
+	unsigned long long memory_limit; /* bytes an item may need; 0: the machine's (or cgroup's) */
 } sp_run_opts_t;
 
 typedef struct sp_run_result {
@@ -37,6 +38,10 @@ int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp
  * SP_E* for a failure of the run itself. */
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
 	   sp_run_result_t *res);
+
+/* The memory an item may use by default: physical memory, or the cgroup's
+ * limit (Slurm's --mem) when it is lower. */
+unsigned long long sp_run_machine_memory(void);
 
 /* Interrupts the running batch (call from a signal-handling thread, not a
  * handler): no new item starts, and the items in flight are cancelled (their

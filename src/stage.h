@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "error.h"
+
 /*
  * DESIGN: a stage kind is static data (its parameters and typed ports, used
  * by the graph validator, `starpipe list` and the docs) plus one function
@@ -61,6 +63,20 @@ typedef int (*sp_stage_run_fn)(struct sp_item *item,
 			       const struct sp_gstage *stage,
 			       struct sp_value *const *in, struct sp_value **out);
 
+/* A work item's memory estimate, built up stage by stage before it runs:
+ * the read stage sets the problem size from the input's header, later
+ * stages add what they allocate for it. */
+typedef struct sp_estimate {
+	double size;              /* J-sync: N images; APPLE, DESI: pixels of the image */
+	unsigned long long bytes; /* peak host memory of the item so far */
+} sp_estimate_t;
+
+/* Adds the stage's memory to e (optional).  May read input headers, never
+ * data; returns 0, or SP_E* with err naming the file (the item then fails
+ * before any of its tasks runs). */
+typedef int (*sp_stage_estimate_fn)(struct sp_item *item, const struct sp_gstage *stage,
+				    sp_estimate_t *e, sp_err_t *err);
+
 typedef struct sp_stage_kind {
 	const char *name; /* "jsync.read": pipeline, dot, stage */
 	const char *help; /* one line */
@@ -72,6 +88,7 @@ typedef struct sp_stage_kind {
 	size_t noutputs;
 	unsigned impl; /* SP_IMPL_* bits compiled into this build */
 	sp_stage_run_fn run;
+	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
 } sp_stage_kind_t;
 
 /* All registered kinds, sorted by name; *n receives their number. */

@@ -95,6 +95,26 @@ static void image_free(sp_value_t *v)
 	free(im);
 }
 
+/* The whole extraction of a frame, from the image's size: DESI_BYTES_PER_PIXEL
+ * was measured as peak resident memory over pixels on a full simulated r
+ * frame (doc/reliability.md), with a margin. */
+#define DESI_BYTES_PER_PIXEL 40.0
+static int image_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
+			  sp_err_t *err)
+{
+	char *path = sp_item_param(item, st, "file");
+	int ny = 0, nx = 0;
+	if (path == NULL)
+		return sp_seterr(err, SP_ENOMEM, "out of memory");
+	int rc = desi_image_size(path, &ny, &nx, err);
+	free(path);
+	if (rc != 0)
+		return rc;
+	e->size = (double)nx * (double)ny;
+	e->bytes += (unsigned long long)(DESI_BYTES_PER_PIXEL * e->size);
+	return 0;
+}
+
 static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 		     sp_value_t **out)
 {
@@ -153,4 +173,5 @@ const sp_stage_kind_t sp_desi_image_kind = {
 	.noutputs = 1,
 	.impl = SP_IMPL_CPU,
 	.run = image_run,
+	.estimate = image_estimate,
 };

@@ -206,6 +206,16 @@ static double norm2(const double *x, int64_t n)
 	return sqrt(s);
 }
 
+/* The iteration's four vectors of P: v, the signs, and the quantised v and w. */
+static int power_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
+{
+	(void)item;
+	(void)st;
+	(void)err;
+	e->bytes += (unsigned long long)jsync_npairs((int64_t)e->size) * 4 * sizeof(double);
+	return 0;
+}
+
 static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 		     sp_value_t **out)
 {
@@ -381,4 +391,5 @@ const sp_stage_kind_t sp_jsync_power_kind = {
 	.noutputs = 1,
 	.impl = SP_IMPL_CPU_CUDA,
 	.run = power_run,
+	.estimate = power_estimate,
 };

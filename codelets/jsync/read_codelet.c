@@ -48,6 +48,49 @@ static void rijs_free(sp_value_t *v)
 	free(r);
 }
 
+/* Opens the NPY header of `path` and checks it holds the P = N(N-1)/2
+ * relative rotations of N images. */
+static int read_header(const char *path, sp_npy_t *npy, int64_t *N_out, int64_t *P_out,
+		       sp_err_t *err)
+{
+	if (sp_npy_open(path, npy, err) != 0)
+		return err->code;
+	if (npy->ndim != 3 || npy->shape[1] != 3 || npy->shape[2] != 3)
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: expected an array of shape (P, 3, 3) (one 3x3 matrix per pair), "
+				 "got %d dimension(s)%s",
+				 path, npy->ndim, npy->ndim == 3 ? " with other sizes" : "");
+	int64_t P = npy->shape[0];
+	int64_t N = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)P)) / 2.0);
+	if (jsync_npairs(N) != P || N < 3)
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: %lld matrices is not the number of pairs N(N-1)/2 of N >= 3 images",
+				 path, (long long)P);
+	if (N > JSYNC_MAX_N)
+		return sp_seterr(err, SP_ESHAPE, "%s: N = %lld images is more than the %d supported",
+				 path, (long long)N, JSYNC_MAX_N);
+	*N_out = N;
+	*P_out = P;
+	return 0;
+}
+
+/* The rotations, P x 9 doubles, and the process's own baseline. */
+static int read_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
+{
+	char *path = sp_item_param(item, st, "file");
+	sp_npy_t npy;
+	int64_t N = 0, P = 0;
+	if (path == NULL)
+		return sp_seterr(err, SP_ENOMEM, "out of memory");
+	int rc = read_header(path, &npy, &N, &P, err);
+	free(path);
+	if (rc != 0)
+		return rc;
+	e->size = (double)N;
+	e->bytes += (unsigned long long)P * 9 * sizeof(double);
+	return 0;
+}
+
 static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 		    sp_value_t **out)
 {
@@ -72,23 +115,9 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 
 	/* The header is read here, synchronously, to size the buffer; the data
 	 * is read by a task, overlapping with other items' work. */
-	if (sp_npy_open(a->path, &a->npy, &err) != 0)
+	int64_t N, P;
+	if (read_header(a->path, &a->npy, &N, &P, &err) != 0)
 		return sp_status_set_err(status, &err);
-	if (a->npy.ndim != 3 || a->npy.shape[1] != 3 || a->npy.shape[2] != 3)
-		return sp_status_set(status, SP_ESHAPE,
-				     "%s: expected an array of shape (P, 3, 3) (one 3x3 matrix per pair), "
-				     "got %d dimension(s)%s",
-				     a->path, a->npy.ndim,
-				     a->npy.ndim == 3 ? " with other sizes" : "");
-	int64_t P = a->npy.shape[0];
-	int64_t N = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)P)) / 2.0);
-	if (jsync_npairs(N) != P || N < 3)
-		return sp_status_set(status, SP_ESHAPE,
-				     "%s: %lld matrices is not the number of pairs N(N-1)/2 of N >= 3 images",
-				     a->path, (long long)P);
-	if (N > JSYNC_MAX_N)
-		return sp_status_set(status, SP_ESHAPE, "%s: N = %lld images is more than the %d supported",
-				     a->path, (long long)N, JSYNC_MAX_N);
 	r->N = N;
 	r->P = P;
 	if (starpu_malloc((void **)&r->R, (size_t)P * 9 * sizeof(double)) != 0) {
@@ -126,4 +155,5 @@ const sp_stage_kind_t sp_jsync_read_kind = {
 	.noutputs = 1,
 	.impl = SP_IMPL_CPU,
 	.run = read_run,
+	.estimate = read_estimate,
 };

@@ -92,6 +92,21 @@ static size_t auto_chunks(int64_t N)
 	return n < 1 ? 1 : n;
 }
 
+/* The 2-bit triplet choices, when they are stored. */
+static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
+			     sp_err_t *err)
+{
+	(void)item;
+	(void)err;
+	const char *store = sp_gstage_param(st, "store")->text;
+	unsigned long long budget = sp_param_size(sp_gstage_param(st, "memory_budget")->text);
+	int64_t N = (int64_t)e->size;
+	size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
+	if (strcmp(store, "store") == 0 || (strcmp(store, "auto") == 0 && bytes <= budget))
+		e->bytes += bytes;
+	return 0;
+}
+
 static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 			sp_value_t **out)
 {
@@ -181,4 +196,5 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.noutputs = 1,
 	.impl = SP_IMPL_CPU_CUDA,
 	.run = triplets_run,
+	.estimate = triplets_estimate,
 };
