@@ -16,6 +16,16 @@ PKG_CHECK_MODULES([STARPU], [starpu-1.4], [sp_starpu_version=1.4], [
 	PKG_CHECK_MODULES([STARPU], [starpu-1.3], [sp_starpu_version=1.3],
 		[AC_MSG_ERROR([StarPU 1.3 or 1.4 not found (Debian: libstarpu-dev; or --with-starpu=PREFIX)])])])
 AC_SUBST([sp_starpu_version])
+dnl Its CPU cap: Debian's binary has 4, tools/build-starpu 256.
+sp_save_CPPFLAGS=$CPPFLAGS
+CPPFLAGS="$CPPFLAGS $STARPU_CFLAGS"
+AC_COMPUTE_INT([sp_starpu_maxcpus], [STARPU_MAXCPUS], [[#include <starpu_config.h>]],
+	[sp_starpu_maxcpus=unknown])
+CPPFLAGS=$sp_save_CPPFLAGS
+sp_starpu_found=`$PKG_CONFIG --modversion starpu-$sp_starpu_version 2>/dev/null`
+sp_starpu_where=`$PKG_CONFIG --variable=libdir starpu-$sp_starpu_version 2>/dev/null`
+AC_MSG_CHECKING([StarPU's CPU worker cap (STARPU_MAXCPUS)])
+AC_MSG_RESULT([$sp_starpu_maxcpus])
 dnl An unpacked prefix is not on the loader's path: record it as an rpath.
 AS_IF([test -n "$sp_starpu_prefix"], [
 	sp_libdir=`$PKG_CONFIG --variable=libdir starpu-$sp_starpu_version`

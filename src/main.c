@@ -222,7 +222,12 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'q': c->quiet = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
-		case 'V': printf("starpipe %s\n", PACKAGE_VERSION); exit(0);
+		case 'V': {
+			char d[160];
+			sp_runtime_describe(d, sizeof d);
+			printf("starpipe %s\n%s\n", PACKAGE_VERSION, d);
+			exit(0);
+		}
 		default: return usage_error("%s", "invalid option");
 		}
 		if (r != 0)

@@ -65,6 +65,8 @@ static struct {
 	pthread_mutex_t plock;
 	pthread_cond_t pcond;
 	char sched[64];
+	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
+	long cores;
 } rt = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	 .plock = PTHREAD_MUTEX_INITIALIZER,
 	 .pcond = PTHREAD_COND_INITIALIZER };
@@ -155,6 +157,21 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 	}
 
+	/* This StarPU's CPU cap (Debian's binary: 4) must never hide cores
+	 * silently: say so once, here and in the report. */
+	rt.cores = sysconf(_SC_NPROCESSORS_ONLN);
+	rt.cap_note[0] = '\0';
+	long want = c->ncpus < 0 ? rt.cores : c->ncpus;
+	if (want > STARPU_MAXCPUS) {
+		snprintf(rt.cap_note, sizeof rt.cap_note,
+			 "this StarPU was built for at most %d CPU workers (STARPU_MAXCPUS) and %s "
+			 "%ld: running %u CPU workers; lift the cap with tools/build-starpu PREFIX, "
+			 "then ./configure --with-starpu=PREFIX",
+			 STARPU_MAXCPUS, c->ncpus < 0 ? "this machine has" : "--ncpus asked for", want,
+			 starpu_cpu_worker_get_count());
+		fprintf(stderr, "starpipe: warning: %s\n", rt.cap_note);
+	}
+
 #ifdef SP_HAVE_CUDA
 	if ((ret = sp_cuda_handles_init(err)) != 0) {
 		starpu_shutdown();
@@ -174,6 +191,20 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 }
 
 unsigned sp_runtime_ncpu_workers(void) { return starpu_cpu_worker_get_count(); }
+
+void sp_runtime_describe(char *buf, size_t size)
+{
+	int maj = 0, min = 0, rel = 0;
+	starpu_get_version(&maj, &min, &rel);
+	snprintf(buf, size, "StarPU %d.%d.%d (at most %d CPU workers, %d CUDA devices; CUDA %s)", maj,
+		 min, rel, STARPU_MAXCPUS, STARPU_MAXCUDADEVS,
+#ifdef STARPU_USE_CUDA
+		 "yes"
+#else
+		 "no"
+#endif
+	);
+}
 unsigned sp_runtime_ncuda_workers(void) { return starpu_cuda_worker_get_count(); }
 
 void sp_runtime_items(size_t total) { atomic_store(&rt.items_total, total); }
@@ -397,6 +428,12 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
 	sp_json_kv_num(j, "wall_s", wall);
 	sp_json_kv_str(j, "scheduler", rt.sched);
+	sp_json_kv_int(j, "cores", rt.cores);
+	sp_json_kv_int(j, "starpu_maxcpus", STARPU_MAXCPUS);
+	sp_json_kv_int(j, "cpu_workers", sp_runtime_ncpu_workers());
+	sp_json_kv_int(j, "cuda_workers", sp_runtime_ncuda_workers());
+	if (rt.cap_note[0] != '\0')
+		sp_json_kv_str(j, "cpu_cap_warning", rt.cap_note);
 	sp_json_kv_int(j, "items", (long long)atomic_load(&rt.items_done));
 	sp_json_kv_int(j, "tasks", (long long)atomic_load(&rt.done));
 	sp_json_key(j, "stages");

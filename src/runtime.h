@@ -41,6 +41,10 @@ unsigned sp_runtime_ncpu_workers(void);
 unsigned sp_runtime_ncuda_workers(void);
 
 /* Progress: the batch's item count and completed items. */
+/* "StarPU 1.3.10 (at most 4 CPU workers, 4 CUDA devices; CUDA no)": the
+ * library starpipe runs on and the caps it was built with. */
+void sp_runtime_describe(char *buf, size_t size);
+
 void sp_runtime_items(size_t total);
 void sp_runtime_item_done(void);
 
