@@ -2,6 +2,7 @@
 #ifndef SP_ERROR_H
 #define SP_ERROR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /*
@@ -48,8 +49,22 @@ typedef struct sp_err {
 } sp_err_t;
 
 /* Records code and a printf-style message in err (if err is not NULL) and
- * returns code, so that callers can write `return sp_seterr(err, ...)`. */
+ * returns code, so that callers can write `return sp_seterr(err, ...)`.
+ * A message longer than err->msg is shortened as sp_fmt_fit() does, so the
+ * reason at its end survives a long path.  The arguments may point into
+ * err->msg itself. */
 int sp_seterr(sp_err_t *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* snprintf that keeps both ends of a message too long for buf (size bytes,
+ * at least 16): the middle of its longest word (a run without spaces or
+ * quotes, typically a path) is replaced by "...", or if that is not enough,
+ * the middle of the message.  Cuts fall between UTF-8 characters.  Returns
+ * the length written. */
+size_t sp_fmt_fit(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* sp_fmt_fit() with a va_list. */
+size_t sp_vfmt_fit(char *buf, size_t size, const char *fmt, va_list ap);
 
 #endif /* SP_ERROR_H */

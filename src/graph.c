@@ -4,6 +4,7 @@
 #endif
 #include "graph.h"
 #include "error.h"
+#include "runtime.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -31,9 +32,20 @@
  * Out of memory while loading is treated as impossible (abort), as in most
  * command-line tools; sp_graph_expand() returns NULL instead, since it runs
  * per work item inside a batch.
+ *
+ * Every pass is linear in the size of the file (a graph may be generated,
+ * with tens of thousands of keys): keys, variables and stage names are
+ * looked up in hash tables, the topological sort is Kahn's with a heap, the
+ * "did you mean" search has a work budget, and printing the diagnostics
+ * indexes the lines once.  What a diagnostic echoes is bounded too: names
+ * are cut to SP__NAME_MAX bytes and source lines to SP__SHOW_COLS columns
+ * around the caret, so a 10 MB key gives a few hundred bytes of messages.
  */
 
 #define SP__MAX_DEPTH 64
+#define SP__NAME_MAX 64   /* bytes of a name echoed in a message */
+#define SP__SHOW_COLS 200 /* columns of a source line shown under a message */
+#define SP__SUGGEST_BUDGET 100000000LL /* "did you mean" work per file */
 
 static void *xrealloc(void *p, size_t n)
 {
@@ -101,6 +113,76 @@ static char *sb_take(sbuf_t *b)
 	return s;
 }
 
+/* An open-addressing hash table from byte strings to indices.  Keys are
+ * not copied: they live in the YAML document or in the stages. */
+typedef struct {
+	struct smap_slot {
+		const char *key; /* NULL: empty */
+		size_t len, val;
+	} *v;
+	size_t cap, n; /* cap: 0 or a power of two */
+} smap_t;
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603u; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211u;
+	}
+	return h ^ (h >> 29);
+}
+
+/* The value of key, or SIZE_MAX. */
+static size_t smap_get(const smap_t *m, const char *key, size_t len)
+{
+	if (m->cap == 0)
+		return SIZE_MAX;
+	for (size_t i = (size_t)hash_bytes(key, len) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		const struct smap_slot *sl = &m->v[i];
+
+		if (sl->key == NULL)
+			return SIZE_MAX;
+		if (sl->len == len && memcmp(sl->key, key, len) == 0)
+			return sl->val;
+	}
+}
+
+/* Adds key -> val unless key is there; returns the value already there,
+ * or SIZE_MAX after adding. */
+static size_t smap_add(smap_t *m, const char *key, size_t len, size_t val)
+{
+	size_t i;
+
+	if (2 * (m->n + 1) > m->cap) {
+		smap_t big = { xcalloc(m->cap ? 2 * m->cap : 16, sizeof *big.v),
+			       m->cap ? 2 * m->cap : 16, 0 };
+
+		for (size_t j = 0; j < m->cap; j++)
+			if (m->v[j].key != NULL)
+				smap_add(&big, m->v[j].key, m->v[j].len, m->v[j].val);
+		free(m->v);
+		*m = big;
+	}
+	for (i = (size_t)hash_bytes(key, len) & (m->cap - 1); m->v[i].key != NULL;
+	     i = (i + 1) & (m->cap - 1))
+		if (m->v[i].len == len && memcmp(m->v[i].key, key, len) == 0)
+			return m->v[i].val;
+	m->v[i].key = key;
+	m->v[i].len = len;
+	m->v[i].val = val;
+	m->n++;
+	return SIZE_MAX;
+}
+
+static void smap_free(smap_t *m)
+{
+	free(m->v);
+	m->v = NULL;
+	m->cap = m->n = 0;
+}
+
 /* --- diagnostics --------------------------------------------------------- */
 
 void sp_diag_init(sp_diag_t *d, const char *file)
@@ -108,6 +190,7 @@ void sp_diag_init(sp_diag_t *d, const char *file)
 	d->file = file;
 	d->source = NULL;
 	d->n = 0;
+	d->cap = 0;
 	d->v = NULL;
 }
 
@@ -126,59 +209,119 @@ void sp_diag_add(sp_diag_t *d, sp_loc_t loc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, (size_t)len + 1, fmt, ap);
 	va_end(ap);
-	d->v = xrealloc(d->v, (d->n + 1) * sizeof *d->v);
+	if (d->n == d->cap) {
+		d->cap = d->cap != 0 ? 2 * d->cap : 16;
+		d->v = xrealloc(d->v, d->cap * sizeof *d->v);
+	}
 	d->v[d->n].loc = loc;
 	d->v[d->n].msg = msg;
 	d->n++;
 }
 
-/* The start and length of 1-based line `line` of src, or NULL. */
-static const char *source_line(const char *src, int line, size_t *len)
+/* The byte after the character at pos of line (UTF-8). */
+static size_t next_char(const char *line, size_t len, size_t pos)
 {
-	const char *p = src;
+	pos++;
+	while (pos < len && ((unsigned char)line[pos] & 0xC0) == 0x80)
+		pos++;
+	return pos;
+}
 
-	if (src == NULL || line < 1)
-		return NULL;
-	for (int i = 1; i < line; i++) {
-		p = strchr(p, '\n');
-		if (p == NULL)
-			return NULL;
-		p++;
+/* Where the last excerpt stopped scanning, so that many diagnostics on one
+ * long line (a flow mapping) do not rescan it from its start each time. */
+struct excerpt_cache {
+	const char *line;
+	size_t pos, ch; /* byte offset and character index of a character */
+};
+
+/* Prints the source line under a diagnostic, at most SP__SHOW_COLS
+ * characters of it around column col (with "..." where cut), and a caret
+ * under that column.  Columns count characters (as libyaml does), not
+ * bytes; tabs are copied so that the caret lines up under them. */
+static void print_excerpt(FILE *f, const char *line, size_t len, int col,
+			  struct excerpt_cache *cc)
+{
+	size_t ci = col > 1 ? (size_t)col - 1 : 0; /* the caret's character index */
+	size_t first = ci > SP__SHOW_COLS / 2 ? ci - SP__SHOW_COLS / 2 : 0;
+	size_t pos = 0, ch = 0, end, k;
+	int cut_left;
+
+	if (cc->line == line && cc->ch <= first) {
+		pos = cc->pos;
+		ch = cc->ch;
 	}
-	*len = strcspn(p, "\r\n");
-	return p;
+	while (ch < first && pos < len) {
+		pos = next_char(line, len, pos);
+		ch++;
+	}
+	cc->line = line;
+	cc->pos = pos;
+	cc->ch = ch;
+	if (ch < first) {
+		/* The caret is far past the end of the line: show its end. */
+		first = ch > SP__SHOW_COLS ? ch - SP__SHOW_COLS : 0;
+		for (pos = 0, ch = 0; ch < first; ch++)
+			pos = next_char(line, len, pos);
+	}
+	cut_left = pos > 0;
+	for (end = pos, k = 0; end < len && k < SP__SHOW_COLS; k++)
+		end = next_char(line, len, end);
+	fprintf(f, "  %s%.*s%s\n  %s", cut_left ? "..." : "", (int)(end - pos), line + pos,
+		end < len ? "..." : "", cut_left ? "   " : "");
+	for (k = 0; ch < ci && k <= SP__SHOW_COLS + 3; ch++, k++) {
+		if (pos < end) {
+			fputc(line[pos] == '\t' ? '\t' : ' ', f);
+			pos = next_char(line, len, pos);
+		} else {
+			fputc(' ', f);
+		}
+	}
+	fputs("^\n", f);
 }
 
 void sp_diag_print(const sp_diag_t *d, FILE *f)
 {
+	/* Start and length of each line of the source, found once. */
+	size_t *start = NULL, *len = NULL, nlines = 0;
+	struct excerpt_cache cc = { NULL, 0, 0 };
+
+	if (d->source != NULL) {
+		const char *s = d->source;
+		size_t cap = 0;
+
+		for (size_t at = 0;;) {
+			if (nlines == cap) {
+				cap = cap != 0 ? 2 * cap : 64;
+				start = xrealloc(start, cap * sizeof *start);
+				len = xrealloc(len, cap * sizeof *len);
+			}
+			start[nlines] = at;
+			len[nlines] = strcspn(s + at, "\r\n");
+			nlines++;
+			{
+				const char *nl = strchr(s + at + len[nlines - 1], '\n');
+
+				if (nl == NULL)
+					break;
+				at = (size_t)(nl - s) + 1;
+			}
+		}
+	}
 	for (size_t i = 0; i < d->n; i++) {
 		const struct sp_diag_entry *e = &d->v[i];
-		const char *line;
-		size_t len = 0, pos = 0;
 
 		if (e->loc.line <= 0) {
 			fprintf(f, "%s: %s\n", d->file, e->msg);
 			continue;
 		}
 		fprintf(f, "%s:%d:%d: %s\n", d->file, e->loc.line, e->loc.col, e->msg);
-		line = source_line(d->source, e->loc.line, &len);
-		if (line == NULL)
+		if ((size_t)e->loc.line > nlines)
 			continue;
-		fprintf(f, "  %.*s\n  ", (int)len, line);
-		/* Columns count characters (as libyaml does), not bytes; tabs
-		 * are copied so that the caret lines up under them. */
-		for (int c = 1; c < e->loc.col; c++) {
-			if (pos < len) {
-				fputc(line[pos] == '\t' ? '\t' : ' ', f);
-				pos++;
-				while (pos < len && ((unsigned char)line[pos] & 0xC0) == 0x80)
-					pos++;
-			} else {
-				fputc(' ', f);
-			}
-		}
-		fputs("^\n", f);
+		print_excerpt(f, d->source + start[e->loc.line - 1], len[e->loc.line - 1],
+			      e->loc.col, &cc);
 	}
+	free(start);
+	free(len);
 }
 
 void sp_diag_free(sp_diag_t *d)
@@ -224,23 +367,34 @@ static size_t levenshtein(const char *a, const char *b)
 
 /* The candidate closest to word (edit distance at most 3 and less than the
  * longer length, or one a prefix of the other of at least 3 characters),
- * or NULL. */
-static const char *suggest(const char *word, const char *const *cand, size_t n)
+ * or NULL.  *budget bounds the work over a whole file (characters compared),
+ * so that thousands of unknown names among thousands of candidates stay
+ * linear; once spent, no more suggestions. */
+static const char *suggest(long long *budget, const char *word, const char *const *cand,
+			   size_t n)
 {
 	const char *best = NULL;
 	size_t bestd = SIZE_MAX;
 	size_t lw = strlen(word);
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && *budget > 0; i++) {
 		size_t lc = strlen(cand[i]);
-		size_t d = levenshtein(word, cand[i]);
 		size_t longer = lw > lc ? lw : lc;
 		size_t shorter = lw < lc ? lw : lc;
-		int ok = d <= 3 && d < longer;
+		size_t d;
+		int ok;
 
-		if (!ok && shorter >= 3 &&
-		    strncmp(word, cand[i], shorter) == 0)
+		*budget -= (long long)lc + 1;
+		if (shorter >= 3 && strncmp(word, cand[i], shorter) == 0) {
+			d = longer - shorter; /* the distance of a prefix */
 			ok = 1;
+		} else if (longer - shorter > 3) {
+			continue; /* the distance is at least the difference */
+		} else {
+			*budget -= (long long)(lw * lc);
+			d = levenshtein(word, cand[i]);
+			ok = d <= 3 && d < longer;
+		}
 		if (ok && d < bestd) {
 			best = cand[i];
 			bestd = d;
@@ -249,16 +403,38 @@ static const char *suggest(const char *word, const char *const *cand, size_t n)
 	return best;
 }
 
+/* word[0..n) for a message, cut to SP__NAME_MAX bytes (at a character
+ * boundary, "..." added) if longer: in buf, which holds SP__NAME_MAX + 4
+ * bytes, or word itself when it is whole and short. */
+static const char *clipn_to(char *buf, const char *word, size_t n)
+{
+	size_t k = SP__NAME_MAX - 3;
+
+	if (n <= SP__NAME_MAX && word[n] == '\0')
+		return word;
+	if (n <= SP__NAME_MAX) {
+		memcpy(buf, word, n);
+		buf[n] = '\0';
+		return buf;
+	}
+	while (k > 0 && ((unsigned char)word[k] & 0xC0) == 0x80)
+		k--;
+	memcpy(buf, word, k);
+	memcpy(buf + k, "...", 4);
+	return buf;
+}
+
 /* " (did you mean 'x'?)" into buf, or "". */
-static const char *dym(char *buf, size_t len, const char *word,
+static const char *dym(long long *budget, char *buf, size_t len, const char *word,
 		       const char *const *cand, size_t n)
 {
-	const char *s = suggest(word, cand, n);
+	const char *s = suggest(budget, word, cand, n);
+	char cut[SP__NAME_MAX + 4];
 
 	if (s == NULL)
 		buf[0] = '\0';
 	else
-		snprintf(buf, len, " (did you mean '%s'?)", s);
+		snprintf(buf, len, " (did you mean '%s'?)", clipn_to(cut, s, strlen(s)));
 	return buf;
 }
 
@@ -277,7 +453,24 @@ typedef struct {
 	sp_graph_t *g;
 	var_t *vars;
 	size_t nvars;
+	smap_t var_index;       /* vars by name */
+	const char **var_cand;  /* variable and builtin names, for suggestions */
+	unsigned char *skip;    /* by node id: a key pass 3 ignores (a duplicate) */
+	long long budget;       /* of suggest() */
+	char clip[4][SP__NAME_MAX + 4];
+	unsigned nclip;
 } ctx_t;
+
+/* s cut for a message (see clipn_to); valid until four more calls. */
+static const char *clipn(ctx_t *c, const char *s, size_t n)
+{
+	return clipn_to(c->clip[c->nclip++ % 4], s, n);
+}
+
+static const char *clip(ctx_t *c, const char *s)
+{
+	return clipn(c, s, strnlen(s, SP__NAME_MAX + 1));
+}
 
 static sp_loc_t loc_of(const yaml_node_t *n)
 {
@@ -318,25 +511,25 @@ static int is_null(const yaml_node_t *n)
 		strcmp(sval(n), "null") == 0);
 }
 
-static int keys_equal(const yaml_node_t *a, const yaml_node_t *b)
-{
-	return a->type == YAML_SCALAR_NODE && b->type == YAML_SCALAR_NODE &&
-	       a->data.scalar.length == b->data.scalar.length &&
-	       memcmp(a->data.scalar.value, b->data.scalar.value,
-		      a->data.scalar.length) == 0;
-}
-
-/* Pass 2: duplicate and non-scalar keys, in every mapping. */
-static void check_keys(ctx_t *c, yaml_node_t *n, int depth)
+/* Pass 2: duplicate and non-scalar keys in every mapping (a hash of each
+ * mapping's keys), and NUL characters in every string: YAML's "\0" escape
+ * would cut a name or a path silently at the first one. */
+static void check_tree(ctx_t *c, yaml_node_t *n, int depth)
 {
 	if (n == NULL || depth > SP__MAX_DEPTH + 1)
 		return;
-	if (n->type == YAML_SEQUENCE_NODE) {
+	if (n->type == YAML_SCALAR_NODE) {
+		if (memchr(n->data.scalar.value, '\0', n->data.scalar.length) != NULL)
+			sp_diag_add(c->d, loc_of(n),
+				    "string '%s' holds a NUL character ('\\0'), which no name, path or value may",
+				    clip(c, sval(n)));
+	} else if (n->type == YAML_SEQUENCE_NODE) {
 		for (yaml_node_item_t *it = n->data.sequence.items.start;
 		     it < n->data.sequence.items.top; it++)
-			check_keys(c, node(c, *it), depth + 1);
+			check_tree(c, node(c, *it), depth + 1);
 	} else if (n->type == YAML_MAPPING_NODE) {
 		yaml_node_pair_t *s = n->data.mapping.pairs.start;
+		smap_t seen = { 0 };
 
 		for (yaml_node_pair_t *p = s; p < n->data.mapping.pairs.top; p++) {
 			yaml_node_t *k = node(c, p->key);
@@ -344,38 +537,33 @@ static void check_keys(ctx_t *c, yaml_node_t *n, int depth)
 			if (k->type != YAML_SCALAR_NODE) {
 				sp_diag_add(c->d, loc_of(k), "mapping keys must be scalars, got %s",
 					    type_name(k));
+				c->skip[p->key] = 1;
 			} else {
-				for (yaml_node_pair_t *q = s; q < p; q++) {
-					yaml_node_t *k0 = node(c, q->key);
+				size_t first = smap_add(&seen, (const char *)k->data.scalar.value,
+							k->data.scalar.length, (size_t)(p - s));
 
-					if (keys_equal(k0, k)) {
-						sp_loc_t l0 = loc_of(k0);
+				if (first != SIZE_MAX) {
+					sp_loc_t l0 = loc_of(node(c, s[first].key));
 
-						sp_diag_add(c->d, loc_of(k),
-							    "duplicate key '%s' (first at %d:%d)",
-							    sval(k), l0.line, l0.col);
-						break;
-					}
+					sp_diag_add(c->d, loc_of(k),
+						    "duplicate key '%s' (first at %d:%d)",
+						    clip(c, sval(k)), l0.line, l0.col);
+					c->skip[p->key] = 1;
 				}
 			}
-			check_keys(c, node(c, p->key), depth + 1);
-			check_keys(c, node(c, p->value), depth + 1);
+			check_tree(c, node(c, p->key), depth + 1);
+			check_tree(c, node(c, p->value), depth + 1);
 		}
+		smap_free(&seen);
 	}
 }
 
-/* Iterates over the pairs of a mapping that pass 3 should look at: scalar
- * keys, first occurrence only. */
+/* Whether pass 3 should ignore a pair: a non-scalar key, or a key seen
+ * earlier in its mapping (pass 2 marked those). */
 static int pair_skip(ctx_t *c, const yaml_node_t *map, const yaml_node_pair_t *p)
 {
-	yaml_node_t *k = node(c, p->key);
-
-	if (k->type != YAML_SCALAR_NODE)
-		return 1;
-	for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++)
-		if (keys_equal(node(c, q->key), k))
-			return 1;
-	return 0;
+	(void)map;
+	return node(c, p->key)->type != YAML_SCALAR_NODE || c->skip[p->key];
 }
 
 #define FOR_PAIRS(c, map, p)                                              \
@@ -409,8 +597,9 @@ static void check_allowed(ctx_t *c, yaml_node_t *map, const char *const *allowed
 			if (strcmp(sval(k), allowed[i]) == 0)
 				break;
 		if (i == n)
-			sp_diag_add(c->d, loc_of(k), "unknown %s '%s'%s%s", what, sval(k),
-				    where, dym(buf, sizeof buf, sval(k), allowed, n));
+			sp_diag_add(c->d, loc_of(k), "unknown %s '%s'%s%s", what,
+				    clip(c, sval(k)), where,
+				    dym(&c->budget, buf, sizeof buf, sval(k), allowed, n));
 	}
 }
 
@@ -516,7 +705,7 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 		if (end == NULL) {
 			sp_diag_add(c->d, loc_of(n),
 				    "unterminated '${' in '%s' (write '$$' for a literal '$')",
-				    sval(n));
+				    clip(c, sval(n)));
 			bad = 1;
 			break;
 		}
@@ -531,32 +720,31 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 			continue;
 		}
 		if (!valid_var_name(name, len)) {
-			sp_diag_add(c->d, loc_of(n), "invalid variable reference '${%.*s}'",
-				    (int)len, name);
+			sp_diag_add(c->d, loc_of(n), "invalid variable reference '${%s}'",
+				    clipn(c, name, len));
 			bad = 1;
 			continue;
 		}
-		for (i = 0; i < c->nvars; i++)
-			if (strlen(c->vars[i].name) == len &&
-			    memcmp(c->vars[i].name, name, len) == 0)
-				break;
-		if (i == c->nvars) {
-			const char **cand = xcalloc(c->nvars + 3, sizeof *cand);
+		i = smap_get(&c->var_index, name, len);
+		if (i == SIZE_MAX) {
 			char *nm = xstrndup(name, len);
 
-			for (size_t j = 0; j < c->nvars; j++)
-				cand[j] = c->vars[j].name;
-			for (size_t j = 0; j < 3; j++)
-				cand[c->nvars + j] = builtins[j];
-			sp_diag_add(c->d, loc_of(n), "unknown variable '%s'%s", nm,
-				    dym(buf, sizeof buf, nm, cand, c->nvars + 3));
+			if (c->var_cand == NULL) {
+				c->var_cand = xcalloc(c->nvars + 3, sizeof *c->var_cand);
+				for (size_t j = 0; j < c->nvars; j++)
+					c->var_cand[j] = c->vars[j].name;
+				for (size_t j = 0; j < 3; j++)
+					c->var_cand[c->nvars + j] = builtins[j];
+			}
+			sp_diag_add(c->d, loc_of(n), "unknown variable '%s'%s", clip(c, nm),
+				    dym(&c->budget, buf, sizeof buf, nm, c->var_cand,
+					c->nvars + 3));
 			free(nm);
-			free(cand);
 			bad = 1;
 		} else if (c->vars[i].value == NULL) {
 			sp_diag_add(c->d, loc_of(n),
 				    "variable '%s' is not set (give it a default under params: or pass --set %s=VALUE)",
-				    c->vars[i].name, c->vars[i].name);
+				    clip(c, c->vars[i].name), clip(c, c->vars[i].name));
 			bad = 1;
 		} else {
 			add_value(&b, c->vars[i].value, builtin);
@@ -678,17 +866,20 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 
 			if (is_builtin(name, strlen(name))) {
 				sp_diag_add(c->d, loc_of(k),
-					    "'%s' is a builtin variable and cannot be declared", name);
+					    "'%s' is a builtin variable and cannot be declared",
+					    clip(c, name));
 				continue;
 			}
 			if (!valid_var_name(name, strlen(name))) {
 				sp_diag_add(c->d, loc_of(k),
 					    "invalid variable name '%s' (use letters, digits and '_')",
-					    name);
+					    clip(c, name));
 				continue;
 			}
-			var = &c->vars[c->nvars++];
+			var = &c->vars[c->nvars];
 			var->name = xstrdup(name);
+			smap_add(&c->var_index, var->name, strlen(var->name), c->nvars);
+			c->nvars++;
 			if (v->type == YAML_SCALAR_NODE) {
 				if (!is_null(v))
 					var->value = xstrdup(sval(v));
@@ -696,47 +887,43 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 				yaml_node_t *def = map_get(c, v, "default");
 				yaml_node_t *help = map_get(c, v, "help");
 
-				snprintf(buf, sizeof buf, " of variable '%s'", name);
+				snprintf(buf, sizeof buf, " of variable '%s'", clip(c, name));
 				check_allowed(c, v, keys, 2, "key", buf);
 				if (def != NULL && def->type != YAML_SCALAR_NODE)
 					sp_diag_add(c->d, loc_of(def),
 						    "default of variable '%s' must be a scalar, got %s",
-						    name, type_name(def));
+						    clip(c, name), type_name(def));
 				else if (def != NULL && !is_null(def))
 					var->value = xstrdup(sval(def));
 				if (help != NULL && help->type != YAML_SCALAR_NODE)
 					sp_diag_add(c->d, loc_of(help),
 						    "help of variable '%s' must be a scalar, got %s",
-						    name, type_name(help));
+						    clip(c, name), type_name(help));
 			} else {
 				sp_diag_add(c->d, loc_of(v),
 					    "variable '%s' must be a scalar (its default) or a mapping with 'default:' and 'help:', got %s",
-					    name, type_name(v));
+					    clip(c, name), type_name(v));
 			}
 		}
 	}
 	for (size_t i = 0; i < nset; i++) {
-		size_t j;
+		size_t j = smap_get(&c->var_index, set[i].name, strlen(set[i].name));
+		sp_loc_t none = { 0, 0 };
 
-		for (j = 0; j < c->nvars; j++)
-			if (strcmp(c->vars[j].name, set[i].name) == 0)
-				break;
-		if (j == c->nvars && is_builtin(set[i].name, strlen(set[i].name))) {
-			sp_loc_t none = { 0, 0 };
-
+		if (j == SIZE_MAX && is_builtin(set[i].name, strlen(set[i].name))) {
 			sp_diag_add(c->d, none,
 				    "'%s' is a builtin variable and cannot be given with --set",
 				    set[i].name);
 			continue;
 		}
-		if (j == c->nvars) {
+		if (j == SIZE_MAX) {
 			const char **cand = xcalloc(c->nvars, sizeof *cand);
-			sp_loc_t none = { 0, 0 };
 
 			for (size_t k = 0; k < c->nvars; k++)
 				cand[k] = c->vars[k].name;
 			sp_diag_add(c->d, none, "unknown variable '%s' given with --set%s",
-				    set[i].name, dym(buf, sizeof buf, set[i].name, cand, c->nvars));
+				    clip(c, set[i].name),
+				    dym(&c->budget, buf, sizeof buf, set[i].name, cand, c->nvars));
 			free(cand);
 			continue;
 		}
@@ -846,7 +1033,7 @@ static void load_inputs(ctx_t *c, yaml_node_t *map)
 static void load_runtime(ctx_t *c, yaml_node_t *map)
 {
 	const char **names = xcalloc(sp_runtime_nparams, sizeof *names);
-	char what[160], buf[128];
+	char what[160], buf[128], msg[1024];
 
 	c->g->runtime = xcalloc(sp_runtime_nparams, sizeof *c->g->runtime);
 	fill_defaults(c->g->runtime, sp_runtime_params, sp_runtime_nparams);
@@ -866,12 +1053,18 @@ static void load_runtime(ctx_t *c, yaml_node_t *map)
 					break;
 			if (i == sp_runtime_nparams) {
 				sp_diag_add(c->d, loc_of(k), "unknown runtime parameter '%s'%s",
-					    sval(k),
-					    dym(buf, sizeof buf, sval(k), names, sp_runtime_nparams));
+					    clip(c, sval(k)),
+					    dym(&c->budget, buf, sizeof buf, sval(k), names,
+						sp_runtime_nparams));
 				continue;
 			}
 			snprintf(what, sizeof what, "runtime parameter '%s'", names[i]);
 			set_param(c, &c->g->runtime[i], node(c, p->value), what, 0);
+			/* A scheduler StarPU does not know is an error here, not
+			 * StarPU's warning and fallback at run time. */
+			if (strcmp(names[i], "scheduler") == 0 && c->g->runtime[i].loc.line != 0 &&
+			    sp_runtime_check_sched(c->g->runtime[i].text, msg, sizeof msg) != 0)
+				sp_diag_add(c->d, c->g->runtime[i].loc, "%s: %s", what, msg);
 		}
 	}
 	free(names);
@@ -892,26 +1085,28 @@ static const char *const stage_keys[] = { "uses", "with", "in", "priority" };
 /* The stage's kind, params and priority. */
 static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 {
+	char sname[SP__NAME_MAX + 4];
 	yaml_node_t *body = ts->val, *uses, *with, *prio;
 	const sp_stage_kind_t *kind;
 	char buf[160], what[192];
+	const char *sn = clipn_to(sname, st->name, strlen(st->name));
 
 	if (body->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(body),
-			    "stage '%s' must be a mapping with 'uses:', got %s", st->name,
+			    "stage '%s' must be a mapping with 'uses:', got %s", sn,
 			    type_name(body));
 		return;
 	}
-	snprintf(buf, sizeof buf, " in stage '%s'", st->name);
+	snprintf(buf, sizeof buf, " in stage '%s'", sn);
 	check_allowed(c, body, stage_keys, 4, "key", buf);
 	uses = map_get(c, body, "uses");
 	if (uses == NULL) {
-		sp_diag_add(c->d, st->loc, "stage '%s' has no 'uses:' (the stage kind)", st->name);
+		sp_diag_add(c->d, st->loc, "stage '%s' has no 'uses:' (the stage kind)", sn);
 		return;
 	}
 	if (uses->type != YAML_SCALAR_NODE) {
 		sp_diag_add(c->d, loc_of(uses), "'uses' of stage '%s' must be a stage kind, got %s",
-			    st->name, type_name(uses));
+			    sn, type_name(uses));
 		return;
 	}
 	ts->ok = 1;
@@ -924,14 +1119,15 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 
 		for (size_t i = 0; i < nk; i++)
 			names[i] = kinds[i]->name;
-		s = suggest(sval(uses), names, nk);
+		s = suggest(&c->budget, sval(uses), names, nk);
 		if (s != NULL)
 			sp_diag_add(c->d, loc_of(uses),
-				    "unknown stage kind '%s' (did you mean '%s'?)", sval(uses), s);
+				    "unknown stage kind '%s' (did you mean '%s'?)",
+				    clip(c, sval(uses)), s);
 		else
 			sp_diag_add(c->d, loc_of(uses),
 				    "unknown stage kind '%s' (run 'starpipe list' to see them)",
-				    sval(uses));
+				    clip(c, sval(uses)));
 		free(names);
 		return;
 	}
@@ -950,10 +1146,10 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 
 		if (prio->type != YAML_SCALAR_NODE)
 			sp_diag_add(c->d, loc_of(prio),
-				    "priority of stage '%s' must be an integer, got %s", st->name,
+				    "priority of stage '%s' must be an integer, got %s", sn,
 				    type_name(prio));
 		else if (sp_param_check(&spec, sval(prio), msg, sizeof msg) != 0)
-			sp_diag_add(c->d, loc_of(prio), "priority of stage '%s': %s", st->name, msg);
+			sp_diag_add(c->d, loc_of(prio), "priority of stage '%s': %s", sn, msg);
 		else
 			st->priority = (int)sp_param_int(sval(prio));
 	}
@@ -961,7 +1157,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	with = map_get(c, body, "with");
 	if (with != NULL && !is_null(with) && with->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(with), "'with' of stage '%s' must be a mapping, got %s",
-			    st->name, type_name(with));
+			    sn, type_name(with));
 		with = NULL;
 	}
 	if (with != NULL && with->type == YAML_MAPPING_NODE) {
@@ -981,12 +1177,12 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 				if (kind->nparams == 0)
 					sp_diag_add(c->d, loc_of(k),
 						    "unknown parameter '%s' ('%s' takes none)",
-						    sval(k), kind->name);
+						    clip(c, sval(k)), kind->name);
 				else
 					sp_diag_add(c->d, loc_of(k),
-						    "unknown parameter '%s' for '%s'%s", sval(k),
-						    kind->name,
-						    dym(buf, sizeof buf, sval(k), names,
+						    "unknown parameter '%s' for '%s'%s",
+						    clip(c, sval(k)), kind->name,
+						    dym(&c->budget, buf, sizeof buf, sval(k), names,
 							kind->nparams));
 				continue;
 			}
@@ -1002,33 +1198,28 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		if (kind->params[i].def == NULL && !given)
 			sp_diag_add(c->d, st->loc,
 				    "stage '%s' (%s) is missing required parameter '%s'",
-				    st->name, kind->name, kind->params[i].name);
+				    sn, kind->name, kind->params[i].name);
 	}
 }
 
-/* Index of the stage called name (file order), or NOT_CONNECTED. */
-static size_t find_stage(sp_gstage_t *st, size_t n, const char *name, size_t len)
+/* The stage's `in:` connections.  names indexes the stages by name; *cand
+ * is their names for suggestions, made on first need. */
+static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n, size_t self,
+			      const smap_t *names, const char ***cand)
 {
-	for (size_t i = 0; i < n; i++)
-		if (strlen(st[i].name) == len && memcmp(st[i].name, name, len) == 0)
-			return i;
-	return NOT_CONNECTED;
-}
-
-/* The stage's `in:` connections. */
-static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n, size_t self)
-{
+	char sname[SP__NAME_MAX + 4];
 	sp_gstage_t *st = &all[self];
 	const sp_stage_kind_t *kind = st->kind;
 	yaml_node_t *in = ts[self].val->type == YAML_MAPPING_NODE ?
 				  map_get(c, ts[self].val, "in") : NULL;
 	char buf[160];
+	const char *sn = clipn_to(sname, st->name, strlen(st->name));
 
 	if (kind == NULL)
 		return;
 	if (in != NULL && !is_null(in) && in->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(in), "'in' of stage '%s' must be a mapping, got %s",
-			    st->name, type_name(in));
+			    sn, type_name(in));
 		return;
 	}
 	if (in != NULL && in->type == YAML_MAPPING_NODE) {
@@ -1050,12 +1241,12 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 				if (kind->ninputs == 0)
 					sp_diag_add(c->d, loc_of(k),
 						    "unknown input port '%s' ('%s' has no inputs)",
-						    sval(k), kind->name);
+						    clip(c, sval(k)), kind->name);
 				else
 					sp_diag_add(c->d, loc_of(k),
-						    "unknown input port '%s' of '%s'%s", sval(k),
-						    kind->name,
-						    dym(buf, sizeof buf, sval(k), ports,
+						    "unknown input port '%s' of '%s'%s",
+						    clip(c, sval(k)), kind->name,
+						    dym(&c->budget, buf, sizeof buf, sval(k), ports,
 							kind->ninputs));
 				continue;
 			}
@@ -1065,32 +1256,34 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 			if (v->type != YAML_SCALAR_NODE) {
 				sp_diag_add(c->d, loc_of(v),
 					    "input '%s' of stage '%s' must be a reference 'stage.port', got %s",
-					    ports[i], st->name, type_name(v));
+					    ports[i], sn, type_name(v));
 				continue;
 			}
 			ref = sval(v);
 			dot = strchr(ref, '.');
 			if (dot == NULL || dot == ref || dot[1] == '\0' || strchr(dot + 1, '.') != NULL) {
 				sp_diag_add(c->d, loc_of(v),
-					    "malformed reference '%s' (expected 'stage.port')", ref);
+					    "malformed reference '%s' (expected 'stage.port')",
+					    clip(c, ref));
 				continue;
 			}
-			j = find_stage(all, n, ref, (size_t)(dot - ref));
-			if (j == NOT_CONNECTED) {
-				const char **names = xcalloc(n, sizeof *names);
-				char *sn = xstrndup(ref, (size_t)(dot - ref));
+			j = smap_get(names, ref, (size_t)(dot - ref));
+			if (j == SIZE_MAX) {
+				char *rs = xstrndup(ref, (size_t)(dot - ref));
 
-				for (size_t q = 0; q < n; q++)
-					names[q] = all[q].name;
-				sp_diag_add(c->d, loc_of(v), "reference to unknown stage '%s'%s", sn,
-					    dym(buf, sizeof buf, sn, names, n));
-				free(sn);
-				free(names);
+				if (*cand == NULL) {
+					*cand = xcalloc(n, sizeof **cand);
+					for (size_t q = 0; q < n; q++)
+						(*cand)[q] = all[q].name;
+				}
+				sp_diag_add(c->d, loc_of(v), "reference to unknown stage '%s'%s",
+					    clip(c, rs), dym(&c->budget, buf, sizeof buf, rs, *cand, n));
+				free(rs);
 				continue;
 			}
 			if (j == self) {
 				sp_diag_add(c->d, loc_of(v), "stage '%s' is connected to itself",
-					    st->name);
+					    sn);
 				continue;
 			}
 			pk = all[j].kind;
@@ -1106,13 +1299,13 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 					outs[q] = pk->outputs[q].name;
 				if (pk->noutputs == 0)
 					sp_diag_add(c->d, loc_of(v),
-						    "stage '%s' (%s) has no outputs", all[j].name,
-						    pk->name);
+						    "stage '%s' (%s) has no outputs",
+						    clip(c, all[j].name), pk->name);
 				else
 					sp_diag_add(c->d, loc_of(v),
 						    "stage '%s' (%s) has no output '%s'%s",
-						    all[j].name, pk->name, dot + 1,
-						    dym(buf, sizeof buf, dot + 1, outs,
+						    clip(c, all[j].name), pk->name, clip(c, dot + 1),
+						    dym(&c->budget, buf, sizeof buf, dot + 1, outs,
 							pk->noutputs));
 				free(outs);
 				continue;
@@ -1120,7 +1313,7 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 			if (strcmp(pk->outputs[o].type, kind->inputs[i].type) != 0) {
 				sp_diag_add(c->d, loc_of(v),
 					    "input '%s' of stage '%s' has type '%s' but '%s' is '%s'",
-					    ports[i], st->name, kind->inputs[i].type, ref,
+					    ports[i], sn, kind->inputs[i].type, clip(c, ref),
 					    pk->outputs[o].type);
 				/* Keep the edge: a cycle through it is worth
 				 * reporting too. */
@@ -1134,143 +1327,230 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 	for (size_t i = 0; i < kind->ninputs; i++) {
 		if (st->inputs[i].stage == NOT_CONNECTED)
 			sp_diag_add(c->d, st->loc, "input '%s' of stage '%s' is not connected",
-				    kind->inputs[i].name, st->name);
+				    kind->inputs[i].name, sn);
 		else if (st->inputs[i].stage == NOT_CONNECTED - 1)
 			st->inputs[i].stage = NOT_CONNECTED;
 	}
 }
 
-/* Whether stage a feeds stage b directly. */
-static int feeds(const sp_gstage_t *all, size_t a, size_t b)
-{
-	const sp_gstage_t *s = &all[b];
+/* The graph's edges for toposort(): a stage's producers are its inputs;
+ * its consumers are cons[cstart[i] .. cstart[i + 1]), one per input that
+ * it feeds (an edge counts as often as it appears, on both sides). */
+typedef struct {
+	sp_gstage_t *all;
+	size_t n, *cstart, *cons;
+	char *left;     /* still to be explained: on or around a cycle */
+	size_t *lp, *lc; /* per stage: edges from / to stages still left */
+	size_t *queue, nq;
+} topo_t;
 
-	if (s->kind == NULL)
-		return 0;
-	for (size_t i = 0; i < s->kind->ninputs; i++)
-		if (s->inputs[i].stage == a)
-			return 1;
-	return 0;
+static size_t nin(const sp_gstage_t *st)
+{
+	return st->kind != NULL ? st->kind->ninputs : 0;
+}
+
+/* Drops stage i from the left ones; queues those it leaves with no left
+ * producer or consumer. */
+static void topo_drop(topo_t *t, size_t i)
+{
+	const sp_gstage_t *st = &t->all[i];
+
+	t->left[i] = 0;
+	for (size_t k = 0; k < nin(st); k++) {
+		size_t j = st->inputs[k].stage;
+
+		if (j != NOT_CONNECTED && t->left[j] && --t->lc[j] == 0)
+			t->queue[t->nq++] = j;
+	}
+	for (size_t e = t->cstart[i]; e < t->cstart[i + 1]; e++) {
+		size_t j = t->cons[e];
+
+		if (t->left[j] && --t->lp[j] == 0)
+			t->queue[t->nq++] = j;
+	}
+}
+
+/* Drops, until none is left, stages with no remaining producer or no
+ * remaining consumer: the rest lies on cycles. */
+static void topo_prune(topo_t *t)
+{
+	while (t->nq > 0) {
+		size_t i = t->queue[--t->nq];
+
+		if (t->left[i])
+			topo_drop(t, i);
+	}
+}
+
+/* A binary min-heap of stage indices: among ready stages, file order first. */
+static void heap_push(size_t *h, size_t *n, size_t v)
+{
+	size_t i = (*n)++;
+
+	while (i > 0 && h[(i - 1) / 2] > v) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = v;
+}
+
+static size_t heap_pop(size_t *h, size_t *n)
+{
+	size_t top = h[0], v = h[--*n], i = 0;
+
+	for (;;) {
+		size_t k = 2 * i + 1;
+
+		if (k >= *n)
+			break;
+		if (k + 1 < *n && h[k + 1] < h[k])
+			k++;
+		if (h[k] >= v)
+			break;
+		h[i] = h[k];
+		i = k;
+	}
+	if (*n > 0)
+		h[i] = v;
+	return top;
 }
 
 /* Sorts the stages topologically (among ready stages, file order first)
- * into order[]; reports each cycle once.  Returns the number sorted. */
+ * into order[]; reports each cycle once.  Returns the number sorted.
+ * Linear in stages and edges, but for the walks that find cycles. */
 static size_t toposort(ctx_t *c, sp_gstage_t *all, size_t n, size_t *order)
 {
-	char *done = xcalloc(n, 1), *left = xcalloc(n, 1);
-	size_t *path = xcalloc(n + 1, sizeof *path);
-	size_t norder = 0;
+	topo_t t = { all, n, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	size_t *indeg = xcalloc(n, sizeof *indeg), *heap = xcalloc(n, sizeof *heap);
+	size_t *path = xcalloc(n + 1, sizeof *path), *pos = xcalloc(n, sizeof *pos);
+	size_t norder = 0, nheap = 0, ne = 0;
 
-	for (;;) {
-		size_t i;
-
-		for (i = 0; i < n; i++) {
-			size_t j;
-
-			if (done[i])
-				continue;
-			for (j = 0; j < n; j++)
-				if (!done[j] && feeds(all, j, i))
-					break;
-			if (j == n)
-				break;
-		}
-		if (i == n)
-			break;
-		done[i] = 1;
-		order[norder++] = i;
-	}
-	/* What is left is on a cycle, or downstream or upstream of one.
-	 * Drop, until none is left, stages with no remaining producer or no
-	 * remaining consumer: the rest lies on cycles. */
+	t.cstart = xcalloc(n + 1, sizeof *t.cstart);
 	for (size_t i = 0; i < n; i++)
-		left[i] = !done[i];
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (size_t i = 0; i < n; i++) {
-			int prod = 0, cons = 0;
+		for (size_t k = 0; k < nin(&all[i]); k++)
+			if (all[i].inputs[k].stage != NOT_CONNECTED) {
+				t.cstart[all[i].inputs[k].stage + 1]++;
+				indeg[i]++;
+				ne++;
+			}
+	for (size_t i = 0; i < n; i++)
+		t.cstart[i + 1] += t.cstart[i];
+	t.cons = xcalloc(ne, sizeof *t.cons);
+	{
+		size_t *fill = xcalloc(n, sizeof *fill);
 
-			if (!left[i])
-				continue;
-			for (size_t j = 0; j < n; j++) {
-				prod |= left[j] && feeds(all, j, i);
-				cons |= left[j] && feeds(all, i, j);
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = 0; k < nin(&all[i]); k++) {
+				size_t j = all[i].inputs[k].stage;
+
+				if (j != NOT_CONNECTED)
+					t.cons[t.cstart[j] + fill[j]++] = i;
 			}
-			if (!prod || !cons) {
-				left[i] = 0;
-				changed = 1;
-			}
-		}
+		free(fill);
 	}
-	for (size_t first = 0; first < n; first++) {
+
+	/* Kahn's algorithm. */
+	for (size_t i = 0; i < n; i++)
+		if (indeg[i] == 0)
+			heap_push(heap, &nheap, i);
+	while (nheap > 0) {
+		size_t i = heap_pop(heap, &nheap);
+
+		order[norder++] = i;
+		for (size_t e = t.cstart[i]; e < t.cstart[i + 1]; e++)
+			if (--indeg[t.cons[e]] == 0)
+				heap_push(heap, &nheap, t.cons[e]);
+	}
+
+	/* What is left is on a cycle, or downstream or upstream of one. */
+	t.left = xcalloc(n, 1);
+	t.lp = indeg; /* what Kahn's left of it counts the edges from left stages */
+	t.lc = xcalloc(n, sizeof *t.lc);
+	t.queue = xcalloc(3 * n + 1, sizeof *t.queue); /* each stage queued <= 3 times */
+	for (size_t i = 0; i < n; i++)
+		t.left[i] = indeg[i] != 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t e = t.cstart[i]; e < t.cstart[i + 1]; e++)
+			t.lc[i] += t.left[i] && t.left[t.cons[e]];
+	for (size_t i = 0; i < n; i++)
+		if (t.left[i] && (t.lp[i] == 0 || t.lc[i] == 0))
+			t.queue[t.nq++] = i;
+	topo_prune(&t);
+	for (size_t i = 0; i < n; i++)
+		pos[i] = SIZE_MAX;
+
+	for (size_t first = 0; first < n;) {
 		size_t len = 0, at, start;
 		sbuf_t b = { 0 };
 
-		if (!left[first])
+		if (!t.left[first]) {
+			first++;
 			continue;
-		/* Walk producers from `first` until a stage repeats. */
+		}
+		/* Walk producers (the first in file order) from `first` until
+		 * a stage repeats. */
 		at = first;
-		for (;;) {
-			size_t k, j;
+		while (pos[at] == SIZE_MAX) {
+			size_t j = NOT_CONNECTED;
 
-			for (k = 0; k < len; k++)
-				if (path[k] == at)
-					break;
-			if (k < len) {
-				start = k;
-				break;
-			}
+			pos[at] = len;
 			path[len++] = at;
-			for (j = 0; j < n; j++)
-				if (left[j] && feeds(all, j, at))
-					break;
-			assert(j < n);
+			for (size_t k = 0; k < nin(&all[at]); k++) {
+				size_t p = all[at].inputs[k].stage;
+
+				if (p != NOT_CONNECTED && t.left[p] && (j == NOT_CONNECTED || p < j))
+					j = p;
+			}
+			assert(j != NOT_CONNECTED);
 			at = j;
 		}
+		start = pos[at];
+		for (size_t k = 0; k < len; k++)
+			pos[path[k]] = SIZE_MAX;
 		/* path[start..len) is the cycle against the data flow; print
-		 * it with the flow, from its first stage in file order. */
+		 * it with the flow, from its first stage in file order (at most
+		 * 16 stages of it). */
 		{
-			size_t m = start;
+			size_t m = start, clen = len - start;
 
 			for (size_t k = start; k < len; k++)
 				if (path[k] < path[m])
 					m = k;
 			sb_add(&b, "cycle: ");
-			for (size_t k = 0, q = m; k <= len - start; k++) {
-				sb_add(&b, all[path[q]].name);
-				if (k < len - start)
-					sb_add(&b, " -> ");
+			for (size_t k = 0, q = m; k <= clen; k++) {
+				if (k < 15 || k == clen) {
+					sb_add(&b, clip(c, all[path[q]].name));
+					if (k < clen)
+						sb_add(&b, " -> ");
+				} else if (k == 15) {
+					char more[64];
+
+					snprintf(more, sizeof more, "... (%zu more) -> ", clen - 15);
+					sb_add(&b, more);
+				}
 				q = q == start ? len - 1 : q - 1;
 			}
 			sp_diag_add(c->d, all[path[m]].loc, "%s", b.s);
 			free(b.s);
+			/* Stages that were only on this cycle's path are
+			 * dropped by pruning again. */
 			for (size_t k = start; k < len; k++)
-				left[path[k]] = 0;
+				if (t.left[path[k]])
+					topo_drop(&t, path[k]);
+			topo_prune(&t);
 		}
-		/* Stages that were only on this cycle's path are dropped by
-		 * pruning again. */
-		for (int changed = 1; changed;) {
-			changed = 0;
-			for (size_t i = 0; i < n; i++) {
-				int prod = 0, cons = 0;
-
-				if (!left[i])
-					continue;
-				for (size_t j = 0; j < n; j++) {
-					prod |= left[j] && feeds(all, j, i);
-					cons |= left[j] && feeds(all, i, j);
-				}
-				if (!prod || !cons) {
-					left[i] = 0;
-					changed = 1;
-				}
-			}
-		}
-		first = (size_t)-1; /* rescan from the start of the file */
+		/* Stages before `first` are all done with: going on from it is
+		 * rescanning from the start of the file. */
 	}
-	free(done);
-	free(left);
+	free(indeg);
+	free(heap);
 	free(path);
+	free(pos);
+	free(t.cstart);
+	free(t.cons);
+	free(t.left);
+	free(t.lc);
+	free(t.queue);
 	return norder;
 }
 
@@ -1297,6 +1577,8 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 	tstage_t *ts;
 	sp_gstage_t *all;
 	size_t n = 0, *order, *rank, norder;
+	smap_t names = { 0 };
+	const char **cand = NULL;
 
 	if (map->type != YAML_MAPPING_NODE || is_null(map)) {
 		sp_diag_add(c->d, loc_of(map),
@@ -1315,13 +1597,14 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 		if (!valid_name(sval(k), "_-")) {
 			sp_diag_add(c->d, loc_of(k),
 				    "invalid stage name '%s' (use letters, digits, '_' and '-')",
-				    sval(k));
+				    clip(c, sval(k)));
 			continue;
 		}
 		ts[n].key = k;
 		ts[n].val = node(c, p->value);
 		all[n].name = xstrdup(sval(k));
 		all[n].loc = loc_of(k);
+		smap_add(&names, all[n].name, strlen(all[n].name), n);
 		n++;
 	}
 	if (n == 0)
@@ -1329,7 +1612,9 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 	for (size_t i = 0; i < n; i++)
 		load_stage_body(c, &all[i], &ts[i]);
 	for (size_t i = 0; i < n; i++)
-		load_stage_inputs(c, all, ts, n, i);
+		load_stage_inputs(c, all, ts, n, i, &names, &cand);
+	smap_free(&names);
+	free(cand);
 
 	order = xcalloc(n, sizeof *order);
 	rank = xcalloc(n, sizeof *rank);
@@ -1458,7 +1743,7 @@ static void check_version(ctx_t *c, yaml_node_t *v)
 	if (v->type != YAML_SCALAR_NODE || strcmp(sval(v), "1") != 0)
 		sp_diag_add(c->d, loc_of(v),
 			    "unsupported format version '%s' (this starpipe reads 'starpipe: 1')",
-			    v->type == YAML_SCALAR_NODE ? sval(v) : type_name(v));
+			    v->type == YAML_SCALAR_NODE ? clip(c, sval(v)) : type_name(v));
 }
 
 static void load_root(ctx_t *c, yaml_node_t *root, const sp_var_t *set, size_t nset)
@@ -1480,7 +1765,7 @@ static void load_root(ctx_t *c, yaml_node_t *root, const sp_var_t *set, size_t n
 	else if (v->type != YAML_SCALAR_NODE || !valid_name(sval(v), "_.-"))
 		sp_diag_add(c->d, loc_of(v),
 			    "invalid pipeline name '%s' (use letters, digits, '_', '.' and '-')",
-			    v->type == YAML_SCALAR_NODE ? sval(v) : type_name(v));
+			    v->type == YAML_SCALAR_NODE ? clip(c, sval(v)) : type_name(v));
 	else
 		g->pipeline = xstrdup(sval(v));
 	v = map_get(c, root, "description");
@@ -1545,7 +1830,9 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 			    "the top level must be a mapping with 'starpipe:', 'pipeline:' and 'stages:', got %s",
 			    type_name(root));
 	} else {
-		check_keys(&c, root, 0);
+		c.skip = xcalloc((size_t)(doc.nodes.top - doc.nodes.start) + 1, 1);
+		c.budget = SP__SUGGEST_BUDGET;
+		check_tree(&c, root, 0);
 		load_root(&c, root, vars, nvars);
 	}
 	for (size_t i = 0; i < c.nvars; i++) {
@@ -1553,6 +1840,9 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 		free(c.vars[i].value);
 	}
 	free(c.vars);
+	free(c.var_cand);
+	free(c.skip);
+	smap_free(&c.var_index);
 	yaml_document_delete(&doc);
 	if (diag->n != before) {
 		sp_graph_free(&c.g);

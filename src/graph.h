@@ -26,7 +26,7 @@ typedef struct sp_loc {
 typedef struct sp_diag {
 	const char *file; /* as given by the user */
 	char *source;     /* whole file text, for the caret lines; may be NULL */
-	size_t n;
+	size_t n, cap;
 	struct sp_diag_entry {
 		sp_loc_t loc;
 		char *msg;
@@ -37,7 +37,8 @@ void sp_diag_init(sp_diag_t *d, const char *file);
 void sp_diag_add(sp_diag_t *d, sp_loc_t loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Prints every diagnostic as "file:line:col: msg", the source line and a
- * caret under the column. */
+ * caret under the column.  A long line is cut to 200 columns around the
+ * caret, with "..." where cut. */
 void sp_diag_print(const sp_diag_t *d, FILE *f);
 void sp_diag_free(sp_diag_t *d);
 

@@ -94,11 +94,48 @@ void sp_json_end_object(sp_json_t *j) { close_(j, "}"); }
 void sp_json_begin_array(sp_json_t *j) { open_(j, "["); }
 void sp_json_end_array(sp_json_t *j) { close_(j, "]"); }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: shortest form,
+ * no surrogates, at most U+10FFFF), or 0.  p is NUL-terminated, so a
+ * sequence cut short fails on the NUL without reading past it. */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+	if (c == 0xE0)
+		lo = 0xA0; /* no overlong 3-byte forms */
+	else if (c == 0xED)
+		hi = 0x9F; /* no UTF-16 surrogates */
+	else if (c == 0xF0)
+		lo = 0x90; /* no overlong 4-byte forms */
+	else if (c == 0xF4)
+		hi = 0x8F; /* nothing above U+10FFFF */
+	if (c >= 0xE0 && c <= 0xEF)
+		return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
+	if (c >= 0xF0 && c <= 0xF4)
+		return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 &&
+			       (p[3] & 0xC0) == 0x80 ?
+			       4 :
+			       0;
+	return 0;
+}
+
+/* A JSON string.  The output is always valid UTF-8, whatever the bytes
+ * (file names are bytes): control characters are escaped, and each byte
+ * that is not part of a well-formed UTF-8 sequence becomes U+FFFD, written
+ * "\ufffd".  That loses the byte's value, but every strict parser accepts
+ * it, which escapes such as "\u00ff" (another character) or lone
+ * surrogates (rejected by many parsers) would not. */
 static void quoted(sp_json_t *j, const char *s)
 {
 	puts_(j, "\"");
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
 		char esc[8];
+		size_t n;
+
 		switch (*p) {
 		case '"': puts_(j, "\\\""); break;
 		case '\\': puts_(j, "\\\\"); break;
@@ -109,10 +146,15 @@ static void quoted(sp_json_t *j, const char *s)
 			if (*p < 0x20) {
 				snprintf(esc, sizeof esc, "\\u%04x", *p);
 				puts_(j, esc);
+			} else if ((n = utf8_len(p)) == 0) {
+				puts_(j, "\\ufffd");
 			} else {
-				put(j, (const char *)p, 1);
+				put(j, (const char *)p, n);
+				p += n;
+				continue;
 			}
 		}
+		p++;
 	}
 	puts_(j, "\"");
 }

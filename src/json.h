@@ -14,6 +14,9 @@ void sp_json_end_object(sp_json_t *j);
 void sp_json_begin_array(sp_json_t *j);
 void sp_json_end_array(sp_json_t *j);
 void sp_json_key(sp_json_t *j, const char *key);
+/* Strings are bytes: control characters are escaped and each byte that is
+ * not part of well-formed UTF-8 is written as U+FFFD ("\ufffd"), so the
+ * text stays valid UTF-8 (a file name of any bytes cannot break it). */
 void sp_json_str(sp_json_t *j, const char *s);
 void sp_json_num(sp_json_t *j, double x); /* non-finite values are written as null */
 void sp_json_int(sp_json_t *j, long long x);

@@ -137,8 +137,11 @@ static size_t rt_index(const char *name)
 static int set_rt(struct cli *c, const char *name, const char *value, const char *opt)
 {
 	size_t i = rt_index(name);
-	char msg[256];
-	if (sp_param_check(&sp_runtime_params[i], value, msg, sizeof msg) != 0) {
+	char msg[1024];
+	if (sp_param_check(&sp_runtime_params[i], value, msg, sizeof msg) != 0 ||
+	    (strcmp(name, "scheduler") == 0 && sp_runtime_check_sched(value, msg, sizeof msg) != 0) ||
+	    (strcmp(name, "perfmodel_dir") == 0 &&
+	     sp_runtime_check_perfmodel_dir(value, msg, sizeof msg) != 0)) {
 		fprintf(stderr, "starpipe: %s: %s\nTry 'starpipe --help'.\n", opt, msg);
 		return EXIT_USAGE;
 	}

@@ -33,8 +33,19 @@ int sp_runtime_init(const sp_runtime_conf_t *conf, sp_err_t *err);
 /* Waits for every task, stops the progress display and StarPU. */
 void sp_runtime_shutdown(void);
 
-/* The per-user default folder of performance models. */
+/* The per-user default folder of performance models: under
+ * $XDG_CACHE_HOME, else ~/.cache, else (no HOME) $TMPDIR/starpipe-UID (or
+ * /tmp/starpipe-UID), which sp_runtime_init() creates 0700 and refuses if
+ * it is a symbolic link, someone else's, or group/world-writable. */
 const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len);
+
+/* Checks before StarPU starts (StarPU only warns about an unknown
+ * scheduler, and aborts on a perf-model "folder" that is a file).  Each
+ * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
+ * list of schedulers).  A name of "auto" or "" is valid; a folder that does
+ * not exist yet is valid (it is created). */
+int sp_runtime_check_sched(const char *name, char *msg, size_t len);
+int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 
 /* Number of CPU / CUDA workers of the session. */
 unsigned sp_runtime_ncpu_workers(void);
