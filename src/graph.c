@@ -4,6 +4,7 @@
 #endif
 #include "graph.h"
 #include "error.h"
+#include "fsutil.h"
 #include "runtime.h"
 
 #include <assert.h>
@@ -1858,11 +1859,22 @@ int sp_graph_load_string(const char *path, const char *text, const sp_var_t *var
 	return load_text(path, text, strlen(text), vars, nvars, out, diag);
 }
 
+/* Why sp_fopen_regular() refused path, without the path it starts with. */
+static const char *open_reason(const char *path, const sp_err_t *e)
+{
+	size_t pl = strlen(path);
+	if (e->code == SP_ENOENT)
+		return strerror(ENOENT);
+	return strncmp(e->msg, path, pl) == 0 && e->msg[pl] == ':' ? e->msg + pl + 2 : e->msg;
+}
+
 int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph_t **out,
 		  sp_diag_t *diag)
 {
 	sp_loc_t none = { 0, 0 };
-	FILE *f = fopen(path, "rb");
+	sp_err_t oerr = { 0 };
+	/* a regular file only: a FIFO or a device must not block or be read */
+	FILE *f = sp_fopen_regular(path, &oerr);
 	sbuf_t b = { 0 };
 	char chunk[8192];
 	size_t n;
@@ -1870,10 +1882,8 @@ int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph
 
 	*out = NULL;
 	if (f == NULL) {
-		int e = errno;
-
-		sp_diag_add(diag, none, "cannot open: %s", strerror(e));
-		return e == ENOENT ? SP_ENOENT : SP_EIO;
+		sp_diag_add(diag, none, "cannot open: %s", open_reason(path, &oerr));
+		return oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO;
 	}
 	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
 		sb_addn(&b, chunk, n);
@@ -2010,7 +2020,8 @@ static void free_items(char **v, size_t n)
 
 static int manifest_items(const char *path, char ***items, size_t *n, sp_err_t *err)
 {
-	FILE *f = fopen(path, "r");
+	sp_err_t oerr = { 0 };
+	FILE *f = sp_fopen_regular(path, &oerr);
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash != NULL ? (size_t)(slash - path + 1) : 0;
 	char *line = NULL;
@@ -2019,12 +2030,9 @@ static int manifest_items(const char *path, char ***items, size_t *n, sp_err_t *
 	char **v = NULL;
 	size_t nv = 0;
 
-	if (f == NULL) {
-		int e = errno;
-
-		return sp_seterr(err, e == ENOENT ? SP_ENOENT : SP_EIO, "manifest '%s': %s",
-				 path, strerror(e));
-	}
+	if (f == NULL)
+		return sp_seterr(err, oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO, "manifest '%s': %s",
+				 path, open_reason(path, &oerr));
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		char *s = line, *e = line + len;
 
