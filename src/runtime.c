@@ -232,6 +232,11 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	conf.ncuda = c->ncuda;
 	conf.nopencl = 0;
 	conf.calibrate = c->calibrate;
+	/* starpipe handles SIGINT itself (main.c).  StarPU's own handler saves
+	 * the previous one at each starpu_init, so after the restart below (a
+	 * CUDA build on a node without GPU) it would save itself and spin in
+	 * raise(SIGINT) forever; it only dumps FxT traces, which we do not use. */
+	conf.catch_signals = 0;
 	if (c->scheduler != NULL && strcmp(c->scheduler, "auto") != 0 && c->scheduler[0] != '\0') {
 		snprintf(rt.sched, sizeof rt.sched, "%s", c->scheduler);
 		conf.sched_policy_name = rt.sched;
