@@ -63,6 +63,8 @@ static const char usage_text[] =
 	"      --skip-existing      skip an item whose every output exists (a re-run\n"
 	"                           after a crash or a kill does only what is missing)\n"
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
+	"      --shard I/K          run only the items whose index is I modulo K (0 <= I < K):\n"
+	"                           one part of a batch, e.g. one Slurm array task\n"
 	"      --memory-limit SIZE  refuse an item estimated to need more (default: the\n"
 	"                           machine's memory, or its cgroup's limit)\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
@@ -88,6 +90,7 @@ enum {
 	OPT_SKIP,
 	OPT_JOURNAL,
 	OPT_MEMLIMIT,
+	OPT_SHARD,
 };
 
 struct cli {
@@ -98,6 +101,7 @@ struct cli {
 	const char *report, *trace, *journal;
 	int skip_existing;
 	unsigned long long memory_limit;
+	long shard_i, shard_k; /* --shard I/K; K = 0: all items */
 	char **items; /* work items given after the graph (run only) */
 	size_t nitems;
 	long inflight;
@@ -168,6 +172,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "skip-existing", no_argument, NULL, OPT_SKIP },
 		{ "journal", required_argument, NULL, OPT_JOURNAL },
 		{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
+		{ "shard", required_argument, NULL, OPT_SHARD },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -211,6 +216,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_SKIP: c->skip_existing = 1; break;
 		case OPT_JOURNAL: c->journal = optarg; break;
+		case OPT_SHARD: {
+			char *slash;
+			c->shard_i = strtol(optarg, &slash, 10);
+			if (slash == optarg || *slash != '/' ||
+			    (c->shard_k = strtol(slash + 1, &end, 10), end == slash + 1 || *end != '\0') ||
+			    c->shard_k < 1 || c->shard_i < 0 || c->shard_i >= c->shard_k)
+				return usage_error("--shard expects I/K with 0 <= I < K, got '%s'", optarg);
+			break;
+		}
 		case OPT_MEMLIMIT: {
 			static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18,
 							      NULL, NULL };
@@ -425,11 +439,29 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		free(items);
 		return EXIT_NO_INPUT;
 	}
-	/* Output collisions are refused before anything starts. */
+	/* Output collisions are refused before anything starts, over the whole
+	 * batch: shards of it must not collide with each other either. */
 	if (sp_run_plan_check(g, items, nitems, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 		status = EXIT_USAGE;
 		goto out;
+	}
+	if (c->shard_k > 0) {
+		/* Round robin, so each shard gets large and small items alike;
+		 * items keep their index in the whole batch (${index}). */
+		size_t mine = nitems / (size_t)c->shard_k +
+			      ((size_t)c->shard_i < nitems % (size_t)c->shard_k);
+		if (mine == 0) {
+			fprintf(stderr, "starpipe: shard %ld/%ld of %zu item(s) is empty\n", c->shard_i,
+				c->shard_k, nitems);
+			status = EXIT_NO_INPUT;
+			goto out;
+		}
+		if (!c->quiet)
+			fprintf(stderr, "starpipe: shard %ld/%ld: %zu of %zu item(s)\n", c->shard_i,
+				c->shard_k, mine, nitems);
+		ro.shard_i = (size_t)c->shard_i;
+		ro.shard_k = (size_t)c->shard_k;
 	}
 	if (install_stop_signals() == 0 && pthread_create(&sig_thread, NULL, signal_main, NULL) == 0)
 		pthread_detach(sig_thread);

@@ -38,7 +38,8 @@
  * all, and a failed re-run never touches the previous good ones.
  */
 
-enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED, IT_CANCELLED };
+enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED, IT_CANCELLED,
+		  IT_OTHER_SHARD /* not this shard's: not run, not reported */ };
 
 /* "SIGTERM" */
 static const char *sig_name(int sig)
@@ -635,6 +636,8 @@ static char *items_json(struct sp_batch *b)
 	sp_json_begin_array(j);
 	for (size_t i = 0; i < b->nitems; i++) {
 		sp_item_t *it = &b->state[i];
+		if (atomic_load(&it->state) == IT_OTHER_SHARD)
+			continue;
 		sp_json_begin_object(j);
 		int st = atomic_load(&it->state);
 		sp_json_kv_str(j, "item", it->path);
@@ -702,9 +705,17 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		return rc == SP_ENOMEM ? rc : SP_EINVAL;
 	}
 	pthread_mutex_init(&b.journal_lock, NULL);
-	sp_runtime_items(nitems);
+	size_t nmine = nitems;
+	if (opts->shard_k > 0)
+		for (size_t i = 0; i < nitems; i++)
+			if (i % opts->shard_k != opts->shard_i) {
+				atomic_store(&b.state[i].state, IT_OTHER_SHARD);
+				nmine--;
+			}
+	sp_runtime_items(nmine);
 	for (size_t i = 0; i < nitems; i++)
-		plan_item(&b, &b.state[i]);
+		if (atomic_load(&b.state[i].state) == IT_PENDING)
+			plan_item(&b, &b.state[i]);
 	pthread_mutex_lock(&cur_lock);
 	cur_batch = &b;
 	pthread_mutex_unlock(&cur_lock);

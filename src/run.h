@@ -14,6 +14,7 @@ typedef struct sp_run_opts {
 	int skip_existing; /* skip an item whose every output exists */
 	const char *journal; /* JSON-lines file appended as each item ends, or NULL */
 	unsigned long long memory_limit; /* bytes an item may need; 0: the machine's (or cgroup's) */
+	size_t shard_i, shard_k; /* run only items with index % shard_k == shard_i (k = 0: all) */
 } sp_run_opts_t;
 
 typedef struct sp_run_result {
