@@ -241,25 +241,27 @@ void sp_outset_free(sp_outset_t *s)
 	memset(s, 0, sizeof *s);
 }
 
-size_t sp_outset_clean_stale(const char *path)
+size_t sp_outset_clean_stale_dir(const char *dir)
 {
-	char dir[4096], base[1024], prefix[1200];
+	/* ".NAME.starpipe-tmp.HOST.PID.XXXXXX": this host's, and PID is gone */
+	char tag[128];
 	size_t removed = 0;
-	if (split_path(path, dir, sizeof dir, base, sizeof base) != 0)
-		return 0;
-	int pl = snprintf(prefix, sizeof prefix, ".%s%s%s.", base, tmp_tag, host_name());
-	if (pl >= (int)sizeof prefix)
+	int tl = snprintf(tag, sizeof tag, "%s%s.", tmp_tag, host_name());
+	if (tl >= (int)sizeof tag)
 		return 0;
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+		if (e->d_name[0] != '.')
+			continue;
+		const char *t = strstr(e->d_name, tag);
+		if (t == NULL)
 			continue;
 		char *end;
-		long pid = strtol(e->d_name + pl, &end, 10);
-		if (end == e->d_name + pl || *end != '.' || strlen(end + 1) != 6 || pid <= 0)
+		long pid = strtol(t + tl, &end, 10);
+		if (end == t + tl || *end != '.' || strlen(end + 1) != 6 || pid <= 0)
 			continue;
 		if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue; /* ours, or a live process's */

@@ -22,7 +22,7 @@ int sp_make_parent(const char *path, sp_err_t *err);
  * appear together.  On failure sp_outset_abort() removes only the set's own
  * temporaries: a previous good output is never touched.  Temporary names
  * are ".NAME.starpipe-tmp.HOST.PID.XXXXXX", so a later run on the same host
- * can tell a dead run's leftovers (sp_outset_clean_stale) from a live one's.
+ * can tell a dead run's leftovers (sp_outset_clean_stale_dir) from a live one's.
  */
 typedef struct sp_outset {
 	size_t n, cap;
@@ -52,9 +52,9 @@ void sp_outset_abort(sp_outset_t *s);
 /* sp_outset_abort(), then frees the set's memory (the set can be reused). */
 void sp_outset_free(sp_outset_t *s);
 
-/* Removes the temporaries that dead starpipe processes of this host left
- * beside `path` (for its name only).  Returns how many were removed. */
-size_t sp_outset_clean_stale(const char *path);
+/* Removes the temporaries that dead starpipe processes of this host left in
+ * the folder `dir` (one scan of it).  Returns how many were removed. */
+size_t sp_outset_clean_stale_dir(const char *dir);
 
 /* Opens a temporary of an output set for writing (O_TRUNC, O_NOFOLLOW). */
 int sp_open_tmp(const char *tmp, const char *label, sp_err_t *err);

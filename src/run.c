@@ -569,18 +569,50 @@ static const char *human_bytes(unsigned long long b, char *buf, size_t size)
 	return buf;
 }
 
-/* Before the batch: removes dead runs' temporaries, refuses an item whose
- * output exists and is not a regular file, and skips (on request) an item
- * whose every output exists. */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Removes the temporaries dead runs left in the batch's output folders:
+ * each distinct folder is scanned once (a batch writes thousands of files
+ * into a few folders). */
+static void clean_stale(struct sp_batch *b)
+{
+	size_t n = 0, k = 0;
+	for (size_t i = 0; i < b->nitems; i++)
+		n += b->state[i].noutputs;
+	char **dirs = calloc(n ? n : 1, sizeof *dirs);
+	if (dirs == NULL)
+		return;
+	for (size_t i = 0; i < b->nitems; i++)
+		for (size_t o = 0; o < b->state[i].noutputs; o++) {
+			const char *p = b->state[i].outputs[o], *slash = strrchr(p, '/');
+			dirs[k] = slash == NULL ? strdup(".")
+				  : strndup(p, slash == p ? 1 : (size_t)(slash - p));
+			if (dirs[k] != NULL)
+				k++;
+		}
+	qsort(dirs, k, sizeof *dirs, cmp_str);
+	for (size_t i = 0; i < k; i++) {
+		if (i > 0 && strcmp(dirs[i], dirs[i - 1]) == 0)
+			continue;
+		size_t r = sp_outset_clean_stale_dir(dirs[i]);
+		if (r > 0 && !b->opts->quiet)
+			fprintf(stderr, "starpipe: %s: removed %zu temporary file(s) of a dead run\n",
+				dirs[i], r);
+	}
+	free_strv(dirs, k);
+}
+
+/* Before the batch: refuses an item whose output exists and is not a
+ * regular file, skips (on request) an item whose every output exists, and
+ * refuses an item that would not fit in memory. */
 static void plan_item(struct sp_batch *b, sp_item_t *it)
 {
 	sp_err_t err = { 0 };
 	size_t present = 0;
 	for (size_t o = 0; o < it->noutputs; o++) {
-		size_t n = sp_outset_clean_stale(it->outputs[o]);
-		if (n > 0 && !b->opts->quiet)
-			fprintf(stderr, "starpipe: %s: removed %zu temporary file(s) of a dead run\n",
-				it->outputs[o], n);
 		struct stat sb;
 		if (sp_output_check(it->outputs[o], &err) != 0) {
 			sp_status_set_err(&it->status, &err);
@@ -713,6 +745,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 				nmine--;
 			}
 	sp_runtime_items(nmine);
+	clean_stale(&b);
 	for (size_t i = 0; i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			plan_item(&b, &b.state[i]);
