@@ -337,6 +337,13 @@ static void test_crafted_image_cards(void **state)
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_card(path, "MASK", "ZTILE1", "'6'"), 0);
 	expect_fail(READ_IMAGE, path, "HDU 3, keyword ZTILE1: a string where an integer");
+	/* CFITSIO divides by ZTILEn: SIGFPE (found by tests/fuzz/fuzz_fits.c) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZTILE2", "0"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZTILE2 = 0 is out of range");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZVAL1", "0"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZVAL1 = 0 is out of range");
 	tmp_path(path, sizeof path, "rice-garbled.fits");
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_garble_tile(path, "MASK"), 0);

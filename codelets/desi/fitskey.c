@@ -372,7 +372,28 @@ typedef struct raw_hdu {
 	long long bitpix, naxis, pcount, gcount, nax[1000];
 	int have_bitpix, have_naxis, zimage;
 	char zcmptype[FLEN_VALUE];
+	/* tile compression: the first bad value of ZNAXIS, ZNAXISn, ZTILEn,
+	 * ZVALn, ZDITHER0, which CFITSIO divides by or indexes with */
+	char zbad[16];
+	long long zbadval;
 } raw_hdu_t;
+
+/* Tile-compression integers CFITSIO uses without checking (it divides by
+ * ZTILEn, ZNAXISn is ZTILE1's default, BLOCKSIZE sizes its RICE blocks,
+ * ZDITHER0 indexes its random table): ZNAXIS 1..6 (its MAX_COMPRESS_DIM),
+ * ZNAXISn, ZTILEn, ZVALn >= 1 (ZVALn are BLOCKSIZE and BYTEPIX for the
+ * RICE and GZIP we accept), ZDITHER0 1..10000 (the FITS standard's). */
+static int zkey_ok(const char *key, long long v)
+{
+	if (strcmp(key, "ZNAXIS") == 0)
+		return v >= 1 && v <= 6;
+	if (strcmp(key, "ZDITHER0") == 0)
+		return v >= 1 && v <= 10000;
+	if (strncmp(key, "ZNAXIS", 6) == 0 || strncmp(key, "ZTILE", 5) == 0 ||
+	    strncmp(key, "ZVAL", 4) == 0)
+		return v >= 1;
+	return 1;
+}
 
 /*
  * Walks the headers of path on the raw bytes, before CFITSIO parses any of
@@ -461,6 +482,17 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 					rc = sp_seterr(err, SP_EFORMAT,
 						       "%s: HDU %d, keyword %s: '%.20s' is not an integer",
 						       path, hdu, key, val);
+				if (rc == 0 && ikey && key[0] == 'Z' && h->zbad[0] == '\0' &&
+				    (!int_text(val) || !zkey_ok(key, ll)) &&
+				    strncmp(key, "ZVAL", 4) != 0) {
+					snprintf(h->zbad, sizeof h->zbad, "%s", key);
+					h->zbadval = ll;
+				}
+				if (rc == 0 && strncmp(key, "ZVAL", 4) == 0 && int_text(val) &&
+				    !zkey_ok(key, ll) && h->zbad[0] == '\0') {
+					snprintf(h->zbad, sizeof h->zbad, "%s", key);
+					h->zbadval = ll;
+				}
 				if (rc != 0 || !structural) {
 					if (strcmp(key, "ZIMAGE") == 0 && !is_string &&
 					    strcmp(val, "T") == 0)
@@ -504,6 +536,13 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 			free(h);
 			return sp_seterr(err, SP_EFORMAT,
 					 "%s: random-groups FITS (NAXIS1 = 0) is not supported", path);
+		}
+		if (h->zimage && h->zbad[0] != '\0') {
+			int rc = sp_seterr(err, SP_EFORMAT,
+					   "%s: HDU %d: tile compression keyword %s = %lld is out of "
+					   "range", path, hdu, h->zbad, h->zbadval);
+			free(h);
+			return rc;
 		}
 		/* Data size: |BITPIX|/8 * GCOUNT * (PCOUNT + NAXIS1 * ... * NAXISn) */
 		long long b = h->bitpix, n = h->naxis > 0 ? 1 : 0, bytes;
