@@ -247,7 +247,7 @@ static void test_crafted_psf_cards(void **state)
 	psf_card("bitpix-text.fits", "YTRACE", "BITPIX", "'abc'", path, sizeof path);
 	expect_fail(READ_PSF, path, "HDU 2, keyword BITPIX: a string where an integer is required");
 	psf_card("naxis2-real.fits", "YTRACE", "NAXIS2", "500.0", path, sizeof path);
-	expect_fail(READ_PSF, path, "HDU 2, keyword NAXIS2: '500.0' is not an integer");
+	expect_fail(READ_PSF, path, "HDU 2, keyword NAXIS2: '500.0' is not a plain number");
 
 	psf_card("tform-digits.fits", "PSF", "TFORM2", "'123456789012345678901234567890D'", path,
 		 sizeof path);
@@ -344,6 +344,18 @@ static void test_crafted_image_cards(void **state)
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_card(path, "MASK", "ZVAL1", "0"), 0);
 	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZVAL1 = 0 is out of range");
+	/* A complex-looking value in a card CFITSIO converts to an integer:
+	 * its conversion message overflows (found by tests/fuzz/fuzz_fits.c) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZVAL2", "(                 2"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3, keyword ZVAL2: '(                 2' is not a plain");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZVAL2",
+				    "(1111111111111111111111111111111111111111, 2)"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3, keyword ZVAL2: '(111111111111111111");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "IVAR", "PCOUNT", "(1111111111111111111111111111, 2)"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 2, keyword PCOUNT: '(111111111111111111");
 	tmp_path(path, sizeof path, "rice-garbled.fits");
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_garble_tile(path, "MASK"), 0);

@@ -360,6 +360,23 @@ static int cfitsio_int_key(const char *key)
 	return 0;
 }
 
+/* Real keywords CFITSIO converts itself (scaling). */
+static int cfitsio_real_key(const char *key)
+{
+	static const char *const exact[] = { "BSCALE", "BZERO", "ZSCALE", "ZZERO", NULL };
+	static const char *const indexed[] = { "TSCAL", "TZERO", NULL };
+	for (int k = 0; exact[k] != NULL; k++)
+		if (strcmp(key, exact[k]) == 0)
+			return 1;
+	for (int k = 0; indexed[k] != NULL; k++) {
+		size_t n = strlen(indexed[k]);
+		if (strncmp(key, indexed[k], n) == 0 && key[n] != '\0' &&
+		    strspn(key + n, "0123456789") == strlen(key + n))
+			return 1;
+	}
+	return 0;
+}
+
 /* Is text an integer (sign and digits only)? */
 static int int_text(const char *text)
 {
@@ -464,6 +481,22 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 					rc = sp_seterr(err, SP_EFORMAT,
 						       "%s: HDU %d, keyword %s: a string where an "
 						       "integer is required", path, hdu, key);
+				/* Anything but a plain number in a card CFITSIO converts
+				 * (a complex "(1111..., 2)" crashes its integer
+				 * conversion too): ZVALn may be real (NOISEBIT...). */
+				double dv;
+				int plain = int_text(val) ||
+					    ((strncmp(key, "ZVAL", 4) == 0 || !ikey) &&
+					     desi_fitskey_parse_double(val, &dv) == 0);
+				if (rc == 0 && !is_string && (ikey || cfitsio_real_key(key)) &&
+				    !plain)
+					rc = sp_seterr(err, SP_EFORMAT,
+						       "%s: HDU %d, keyword %s: '%.20s' is not a "
+						       "plain number", path, hdu, key, val);
+				if (rc == 0 && is_string && cfitsio_real_key(key))
+					rc = sp_seterr(err, SP_EFORMAT,
+						       "%s: HDU %d, keyword %s: a string where a "
+						       "number is required", path, hdu, key);
 				long long ll = 0;
 				if (!is_string && int_text(val)) {
 					errno = 0;
