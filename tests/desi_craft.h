@@ -53,8 +53,21 @@ static inline long long craft_hdr_int(const char *h, size_t ncards, const char *
 /* Replaces the card KEY of the HDU whose EXTNAME is extname (NULL: the
  * primary HDU) of path, in place, by "KEY     = value" (value as raw
  * text: quote strings yourself).  The card must exist. */
+static inline int craft_card_raw(const char *path, const char *extname, const char *key,
+				 const char *text);
+
 static inline int craft_card(const char *path, const char *extname, const char *key,
 			     const char *value)
+{
+	char card[81];
+	snprintf(card, sizeof card, "%-8.8s= %-70.70s", key, value);
+	return craft_card_raw(path, extname, key, card);
+}
+
+/* Replaces the card KEY as craft_card() does, by text (padded to 80
+ * characters, not formatted: "KEY     =;  1" is possible). */
+static inline int craft_card_raw(const char *path, const char *extname, const char *key,
+				 const char *text)
 {
 	FILE *f = fopen(path, "r+b");
 	char *buf;
@@ -96,7 +109,7 @@ static inline int craft_card(const char *path, const char *extname, const char *
 		const char *h = buf + pos;
 		if (match && keyat >= 0) {
 			char card[81];
-			snprintf(card, sizeof card, "%-8.8s= %-70.70s", key, value);
+			snprintf(card, sizeof card, "%-80.80s", text);
 			memcpy(buf + keyat, card, 80);
 			rewind(f);
 			rc = fwrite(buf, 1, (size_t)size, f) == (size_t)size ? 0 : -1;

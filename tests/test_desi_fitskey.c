@@ -356,6 +356,14 @@ static void test_crafted_image_cards(void **state)
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_card(path, "IVAR", "PCOUNT", "(1111111111111111111111111111, 2)"), 0);
 	expect_fail(READ_IMAGE, path, "HDU 2, keyword PCOUNT: '(111111111111111111");
+	/* '=' without the blank after it: CFITSIO takes the card as valued
+	 * and, with ZTILE2 = 12 before it, divides by zero (found by
+	 * tests/fuzz/fuzz_fits.c) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZTILE1", "12"), 0);
+	assert_int_equal(craft_card_raw(path, "MASK", "ZTILE1", "ZTILE2  = 12"), 0);
+	assert_int_equal(craft_card_raw(path, "MASK", "ZTILE2", "ZTILE2  =;                   1"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3, keyword ZTILE2: malformed value");
 	tmp_path(path, sizeof path, "rice-garbled.fits");
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_garble_tile(path, "MASK"), 0);

@@ -464,7 +464,11 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 					end = 1;
 					break;
 				}
-				if (card[8] != '=' || card[9] != ' ')
+				/* CFITSIO takes any card with '=' in column 9 as
+				 * valued (not requiring the blank in column 10),
+				 * so such a card is checked too: our value_text()
+				 * refuses it as malformed. */
+				if (card[8] != '=')
 					continue; /* commentary card */
 				char cbuf[81];
 				memcpy(cbuf, card, 80);
