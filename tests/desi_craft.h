@@ -53,21 +53,31 @@ static inline long long craft_hdr_int(const char *h, size_t ncards, const char *
 /* Replaces the card KEY of the HDU whose EXTNAME is extname (NULL: the
  * primary HDU) of path, in place, by "KEY     = value" (value as raw
  * text: quote strings yourself).  The card must exist. */
-static inline int craft_card_raw(const char *path, const char *extname, const char *key,
-				 const char *text);
+static inline int craft_card_bytes(const char *path, const char *extname, const char *key,
+				   const char *bytes);
 
 static inline int craft_card(const char *path, const char *extname, const char *key,
 			     const char *value)
 {
 	char card[81];
 	snprintf(card, sizeof card, "%-8.8s= %-70.70s", key, value);
-	return craft_card_raw(path, extname, key, card);
+	return craft_card_bytes(path, extname, key, card);
 }
 
-/* Replaces the card KEY as craft_card() does, by text (padded to 80
- * characters, not formatted: "KEY     =;  1" is possible). */
+/* Replaces the card KEY as craft_card() does, by text padded to 80
+ * characters, not formatted ("KEY     =;  1" is possible). */
 static inline int craft_card_raw(const char *path, const char *extname, const char *key,
 				 const char *text)
+{
+	char card[81];
+	snprintf(card, sizeof card, "%-80.80s", text);
+	return craft_card_bytes(path, extname, key, card);
+}
+
+/* Replaces the card KEY (KEY "END": the END card) by the 80 bytes at
+ * bytes, NULs included. */
+static inline int craft_card_bytes(const char *path, const char *extname, const char *key,
+				   const char *bytes)
 {
 	FILE *f = fopen(path, "r+b");
 	char *buf;
@@ -95,8 +105,11 @@ static inline int craft_card_raw(const char *path, const char *extname, const ch
 			if (pos + (long)(ncards + 1) * 80 > size)
 				goto out;
 			const char *card = buf + pos + ncards * 80;
-			if (strncmp(card, "END     ", 8) == 0)
+			if (strncmp(card, "END     ", 8) == 0) {
+				if (strcmp(key, "END") == 0)
+					keyat = pos + (long)ncards * 80;
 				break;
+			}
 			if (strncmp(card, key, strlen(key)) == 0 && card[strlen(key)] == ' ')
 				keyat = pos + (long)ncards * 80;
 			if (extname != NULL && strncmp(card, "EXTNAME = '", 11) == 0 &&
@@ -108,9 +121,7 @@ static inline int craft_card_raw(const char *path, const char *extname, const ch
 		ncards++;
 		const char *h = buf + pos;
 		if (match && keyat >= 0) {
-			char card[81];
-			snprintf(card, sizeof card, "%-80.80s", text);
-			memcpy(buf + keyat, card, 80);
+			memcpy(buf + keyat, bytes, 80);
 			rewind(f);
 			rc = fwrite(buf, 1, (size_t)size, f) == (size_t)size ? 0 : -1;
 			break;

@@ -364,6 +364,15 @@ static void test_crafted_image_cards(void **state)
 	assert_int_equal(craft_card_raw(path, "MASK", "ZTILE1", "ZTILE2  = 12"), 0);
 	assert_int_equal(craft_card_raw(path, "MASK", "ZTILE2", "ZTILE2  =;                   1"), 0);
 	expect_fail(READ_IMAGE, path, "HDU 3, keyword ZTILE2: malformed value");
+	/* An END card CFITSIO accepts and the FITS standard does not ("END"
+	 * then NULs): the pre-scan must not read on into the data while
+	 * CFITSIO parses the header (found by tests/fuzz/fuzz_fits.c with
+	 * ZTILE2 = 0 before it: SIGFPE) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZTILE2", "0"), 0);
+	char endnul[80] = "END "; /* then 76 NULs */
+	assert_int_equal(craft_card_bytes(path, "MASK", "END", endnul), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3: malformed END card");
 	tmp_path(path, sizeof path, "rice-garbled.fits");
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_garble_tile(path, "MASK"), 0);

@@ -421,7 +421,7 @@ static int zkey_ok(const char *key, long long v)
  * (BITPIX, NAXIS, NAXISn, PCOUNT, GCOUNT) that is not a plain integer, so
  * that this scan and CFITSIO agree on where every HDU is, and tile
  * compression other than RICE_1 and GZIP (whose decoders are checked, see
- * check_rice()).  A header cut short is left to CFITSIO to report.
+ * check_rice()).  A header without its END card is an error here.
  */
 static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 {
@@ -450,7 +450,9 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 		while (!end) {
 			if (fseeko(fp, (off_t)pos, SEEK_SET) != 0 || fread(blk, 1, 2880, fp) != 2880) {
 				free(h);
-				return 0; /* cut inside a header: CFITSIO says so */
+				return sp_seterr(err, SP_EFORMAT,
+						 "%s: truncated: the header of HDU %d has no END card",
+						 path, hdu);
 			}
 			pos += 2880;
 			for (int c = 0; c < 36 && !end && rc == 0; c++) {
@@ -460,8 +462,20 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 				key[8] = '\0';
 				for (int k = 7; k >= 0 && key[k] == ' '; k--)
 					key[k] = '\0';
-				if (strcmp(key, "END") == 0) {
+				/* END as FITS writes it.  CFITSIO also ends the header
+				 * at "END" followed by a NUL or '=' ..., where this
+				 * scan and CFITSIO could then disagree on what is
+				 * header: such a card is refused. */
+				if (memcmp(card, "END     ", 8) == 0) {
 					end = 1;
+					break;
+				}
+				if (memcmp(card, "END", 3) == 0 &&
+				    !((card[3] >= 'A' && card[3] <= 'Z') ||
+				      (card[3] >= '0' && card[3] <= '9') || card[3] == '-' ||
+				      card[3] == '_')) {
+					rc = sp_seterr(err, SP_EFORMAT,
+						       "%s: HDU %d: malformed END card", path, hdu);
 					break;
 				}
 				/* CFITSIO takes any card with '=' in column 9 as
