@@ -20,6 +20,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/frame_io.h"
+#include "desi_craft.h"
 
 /* desispec.maskbits.ccdmask */
 #define HOT (1 << 1)
@@ -253,7 +254,7 @@ static void test_read_errors(void **state)
 	char path[600], good[600];
 
 	tmp_path(path, sizeof path, "nonexistent.fits");
-	expect_error(path, SP_ENOENT, "No such file");
+	expect_error(path, SP_ENOENT, "no such file");
 	expect_error(tmpdir, SP_EFORMAT, "not a regular file");
 
 	tmp_path(path, sizeof path, "noivar.fits");
@@ -269,7 +270,7 @@ static void test_read_errors(void **state)
 	assert_non_null(f);
 	fputs("this is not FITS\n", f);
 	fclose(f);
-	expect_error(path, SP_EFORMAT, "cannot open as FITS");
+	expect_error(path, SP_EFORMAT, "not a FITS file");
 
 	/* Truncated in the IVAR data (header blocks and IMAGE intact), and
 	 * in the IMAGE data. */
@@ -282,7 +283,7 @@ static void test_read_errors(void **state)
 	copy_truncated(good, path, 2880 + 100);
 	expect_error(path, SP_EFORMAT, "truncated: HDU 1 ends at byte 5760");
 	copy_truncated(good, path, 1000);
-	expect_error(path, SP_EFORMAT, "cannot open as FITS");
+	expect_error(path, SP_EFORMAT, "truncated: 1000 bytes, less than one 2880-byte FITS block");
 
 	/* A real FITS file that is not an image: the shared PSF. */
 	const char *sh = getenv("SP_SHARED");
@@ -292,6 +293,53 @@ static void test_read_errors(void **state)
 		expect_error(path, SP_EFORMAT, "no image HDU with EXTNAME 'IMAGE'");
 	else
 		print_message("# %s not found: PSF case skipped\n", path);
+}
+
+/* Degenerate inputs that used to pass silently: an all-NaN image, an
+ * all-masked one, and broken FIBERMAPs (which were skipped as absent, or
+ * copied through). */
+static void test_degenerate(void **state)
+{
+	(void)state;
+	char good[600], path[600];
+
+	tmp_path(good, sizeof good, "good-degenerate.fits");
+	write_image(good, IMG_FULL);
+
+	tmp_path(path, sizeof path, "allnan.fits");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_all_nan(path), 0);
+	expect_error(path, SP_ENONFINITE, "no usable pixel: all 600 are masked, non-finite");
+
+	tmp_path(path, sizeof path, "nofiber.fits");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_fibermap(path, "nofiber"), 0);
+	expect_error(path, SP_EFORMAT, "corrupt FIBERMAP: no FIBER column");
+
+	tmp_path(path, sizeof path, "badfiber.fits");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_fibermap(path, "badfiber"), 0);
+	expect_error(path, SP_EFORMAT, "corrupt FIBERMAP: FIBER of row 3 is 123456");
+
+	/* A FIBERMAP header CFITSIO cannot parse: was "no FIBERMAP" */
+	tmp_path(path, sizeof path, "fibermap-tform.fits");
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "FIBERMAP", "TFORM2", "'Q?'"), 0);
+	expect_error(path, SP_EFORMAT, "HDU 4 has a header CFITSIO cannot read");
+
+	/* A FIBERMAP that is an image */
+	fitsfile *f;
+	int status = 0;
+	long n1[1] = { 3 };
+	tmp_path(path, sizeof path, "fibermap-image.fits");
+	write_image(path, IMG_NO_FIBERMAP);
+	fits_open_diskfile(&f, path, READWRITE, &status);
+	fits_movabs_hdu(f, 3, NULL, &status);
+	fits_create_img(f, BYTE_IMG, 1, n1, &status);
+	fits_update_key(f, TSTRING, "EXTNAME", "FIBERMAP", NULL, &status);
+	fits_close_file(f, &status);
+	check_fits(status, "FIBERMAP image");
+	expect_error(path, SP_EFORMAT, "corrupt FIBERMAP: not a binary table");
 }
 
 /* A small frame: nspec 7 from specmin 3, nwave 13, ndiag 5. */
@@ -603,6 +651,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_read),
 		cmocka_unit_test(test_read_errors),
+		cmocka_unit_test(test_degenerate),
 		cmocka_unit_test(test_write_round_trip),
 		cmocka_unit_test(test_write_fails),
 		cmocka_unit_test(test_astropy),

@@ -18,6 +18,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/psf.h"
+#include "desi_craft.h"
 
 /*
  * Tolerances (the reference is gpu_specter's CPU path, ref_psf_eval.fits):
@@ -477,12 +478,15 @@ static void test_bad_layout(void **state)
 	fits_update_key(fp, TINT, "GHDEGX", &v, NULL, &status);
 	assert_int_equal(status, 0);
 	close_fits(fp);
-	expect_error(path, SP_EFORMAT, "GHDEGX 20");
+	expect_error(path, SP_EFORMAT, "GHDEGX: 20 is not an integer in 0..15");
 
 	snprintf(path, sizeof path, "%s/xtrace-1d.fits", tmpdir);
 	fp = copy_psf(path, "XTRACE");
 	v = 1;
 	fits_update_key(fp, TINT, "NAXIS", &v, NULL, &status);
+	v = 7 * 500; /* the same data size, so that the next HDU stays in place */
+	fits_update_key(fp, TINT, "NAXIS1", &v, NULL, &status);
+	fits_delete_key(fp, "NAXIS2", &status);
 	assert_int_equal(status, 0);
 	close_fits(fp);
 	expect_error(path, SP_ESHAPE, "XTRACE HDU is a 1-D image");
@@ -540,6 +544,58 @@ static void test_truncated(void **state)
 	free(buf);
 }
 
+/* Finite but absurd values, and NaN/inf: each makes the read fail with the
+ * file, the parameter and the reason (before, most were read and gave
+ * NaN or off-CCD spots, and exit 0). */
+static void garbage(const char *name, char *path, size_t n)
+{
+	char src[1024];
+	data_path(src, sizeof src, "psf-r0-00051060.fits");
+	snprintf(path, n, "%s/%s", tmpdir, name);
+	assert_int_equal(craft_copy(src, path), 0);
+}
+
+static void test_garbage_values(void **state)
+{
+	(void)state;
+	char path[600];
+
+	garbage("xtrace-1e30.fits", path, sizeof path);
+	assert_int_equal(craft_pixel(path, "XTRACE", 7 * 3, 1e30), 0); /* fibre 3, c0 */
+	expect_error(path, SP_EFORMAT, "XTRACE of fibre 3 at 5543.0 Angstrom is 1e+30");
+	garbage("ytrace-c1.fits", path, sizeof path);
+	assert_int_equal(craft_pixel(path, "YTRACE", 7 * 499 + 1, 1e5), 0); /* fibre 499, c1 */
+	expect_error(path, SP_EFORMAT, "YTRACE of fibre 499");
+	garbage("ytrace-nan.fits", path, sizeof path);
+	assert_int_equal(craft_pixel(path, "YTRACE", 5, NAN), 0);
+	expect_error(path, SP_ENONFINITE, "YTRACE HDU has non-finite coefficients");
+	garbage("ghsigx-neg.fits", path, sizeof path);
+	assert_int_equal(craft_psf_coeff(path, "GHSIGX", 4 * 10, -1.0), 0); /* fibre 10, c0 */
+	expect_error(path, SP_EFORMAT, "GHSIGX of fibre 10");
+	garbage("ghsigy-huge.fits", path, sizeof path);
+	assert_int_equal(craft_psf_coeff(path, "GHSIGY", 4 * 2 + 3, 1e4), 0);
+	expect_error(path, SP_EFORMAT, "GHSIGY of fibre 2");
+	garbage("gh-inf.fits", path, sizeof path);
+	assert_int_equal(craft_psf_coeff(path, "GH-2-3", 0, INFINITY), 0);
+	expect_error(path, SP_ENONFINITE, "parameter GH-2-3 has non-finite coefficients");
+	garbage("gh-huge.fits", path, sizeof path);
+	assert_int_equal(craft_psf_coeff(path, "GH-1-1", 4 * 7, 1e200), 0);
+	expect_error(path, SP_EFORMAT, "GH-i-j of fibre 7");
+	/* Wavelength ranges */
+	garbage("wavemax-huge.fits", path, sizeof path);
+	assert_int_equal(craft_card(path, "XTRACE", "WAVEMAX", "1E+300"), 0);
+	expect_error(path, SP_EFORMAT, "XTRACE HDU, keyword WAVEMAX: 1E+300 is not a number in 100..100000");
+	garbage("wave-reversed.fits", path, sizeof path);
+	assert_int_equal(craft_card(path, "PSF", "WAVEMIN", "7900.0"), 0);
+	expect_error(path, SP_EFORMAT, "PSF HDU: WAVEMIN 7900, WAVEMAX 7827: not an increasing range");
+	garbage("wave-negative.fits", path, sizeof path);
+	assert_int_equal(craft_card(path, "YTRACE", "WAVEMIN", "-5543.0"), 0);
+	expect_error(path, SP_EFORMAT, "YTRACE HDU, keyword WAVEMIN: -5543.0 is not a number");
+	garbage("psferr-neg.fits", path, sizeof path);
+	assert_int_equal(craft_card(path, "PSF", "HSIZEY", "-5"), 0);
+	expect_error(path, SP_EFORMAT, "keyword HSIZEY: -5 is not an integer in 0..32");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -554,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_missing_key),
 		cmocka_unit_test(test_bad_layout),
 		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_garbage_values),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,6 +13,7 @@
 #include <fitsio.h>
 
 #include "../src/rng.h"
+#include "../codelets/desi/fitskey.h"
 #include "../codelets/desi/psf.h"
 #include "toolutil.h"
 
@@ -144,23 +145,25 @@ static void spectrum(uint64_t seed, int f, const double *wave, int nw, const lin
 	}
 }
 
-/* The first CAMERA keyword in any HDU of the PSF file, else "r0". */
+/* The first CAMERA keyword in any HDU of the PSF file, else "r0".  Opened
+ * and parsed as the readers do (codelets/desi/fitskey.h). */
 static void psf_camera(const char *path, char *cam, size_t size)
 {
 	fitsfile *f;
 	int status = 0, nhdu = 0;
-	char v[FLEN_VALUE];
+	char v[FLEN_VALUE], hdu[16];
+	sp_err_t err;
 
 	snprintf(cam, size, "r0");
-	if (fits_open_diskfile(&f, path, READONLY, &status) != 0) {
-		fits_clear_errmsg();
+	if (desi_fits_open(path, &f, &err) != 0)
 		return;
-	}
 	fits_get_num_hdus(f, &nhdu, &status);
 	for (int h = 1; h <= nhdu; h++) {
 		status = 0;
+		snprintf(hdu, sizeof hdu, "HDU %d", h);
 		if (fits_movabs_hdu(f, h, NULL, &status) == 0 &&
-		    fits_read_key(f, TSTRING, "CAMERA", v, NULL, &status) == 0) {
+		    desi_fitskey_str(f, path, hdu, "CAMERA", v, sizeof v, "", &err) == 0 &&
+		    v[0] != '\0') {
 			/* specex writes CAMERA = '''r0      ''': strip quotes too */
 			char *b = v, *e = v + strlen(v);
 			while (*b == '\'' || *b == ' ')
@@ -172,9 +175,7 @@ static void psf_camera(const char *path, char *cam, size_t size)
 			break;
 		}
 	}
-	status = 0;
-	fits_close_file(f, &status);
-	fits_clear_errmsg();
+	desi_fits_close(&f);
 }
 
 typedef struct sim {

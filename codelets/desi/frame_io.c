@@ -15,6 +15,8 @@
 
 #include <fitsio.h>
 
+#include "fitskey.h"
+
 /*
  * DESIGN.  HDUs are found by EXTNAME (fits_movnam_hdu also finds a
  * tile-compressed image, which CFITSIO then decompresses transparently).
@@ -55,62 +57,17 @@ static int fits_fail(sp_err_t *err, int code, const char *path, const char *what
 	return sp_seterr(err, code, "%s: %s: %s", path, what, txt);
 }
 
-/* Opens path read-only, with a plain "no such file" or "not a regular
- * file" for the common mistakes. */
+/* Opens path read-only as a plain disk file (fitskey.h: no extended
+ * file-name syntax, FIFOs and devices refused without blocking, every HDU
+ * header parsed, truncation detected). */
 static int open_input(const char *path, fitsfile **f, sp_err_t *err)
 {
-	struct stat st;
-	int status = 0;
-
-	*f = NULL;
-	if (stat(path, &st) != 0)
-		return sp_seterr(err, errno == ENOENT ? SP_ENOENT : SP_EIO, "%s: %s", path,
-				 strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return sp_seterr(err, SP_EFORMAT, "%s: not a regular file", path);
-	if (fits_open_diskfile(f, path, READONLY, &status) != 0) {
-		*f = NULL;
-		return fits_fail(err, SP_EFORMAT, path, "cannot open as FITS", status);
-	}
-	/* A truncated file otherwise shows up as a missing HDU, or as a read
-	 * error long after: walk the headers (cheap) and compare the last
-	 * HDU's end with the file's size. */
-	int nhdu = 0;
-	LONGLONG start = 0, data = 0, end = 0;
-	char magic[6] = "";
-	FILE *raw = fopen(path, "rb");
-	if (raw != NULL) {
-		if (fread(magic, 1, sizeof magic, raw) != sizeof magic)
-			magic[0] = '\0';
-		fclose(raw);
-	}
-	if (memcmp(magic, "SIMPLE", 6) != 0) /* gzip: CFITSIO inflated it */
-		return 0;
-	while (fits_movabs_hdu(*f, nhdu + 1, NULL, &status) == 0)
-		nhdu++;
-	fits_clear_errmsg();
-	status = 0;
-	if (nhdu > 0 && fits_movabs_hdu(*f, nhdu, NULL, &status) == 0 &&
-	    fits_get_hduaddrll(*f, &start, &data, &end, &status) == 0 &&
-	    end > (LONGLONG)st.st_size) {
-		fits_close_file(*f, &status);
-		fits_clear_errmsg();
-		*f = NULL;
-		return sp_seterr(err, SP_EFORMAT,
-				 "%s: truncated: HDU %d ends at byte %lld but the file has %lld "
-				 "bytes", path, nhdu, (long long)end, (long long)st.st_size);
-	}
-	fits_clear_errmsg();
-	return 0;
+	return desi_fits_open(path, f, err);
 }
 
 static void close_quietly(fitsfile *f)
 {
-	int status = 0;
-
-	if (f != NULL)
-		fits_close_file(f, &status);
-	fits_clear_errmsg();
+	desi_fits_close(&f);
 }
 
 /* Moves to the 2-D image HDU named name and returns its shape. */
@@ -165,6 +122,71 @@ static int check_hdus(fitsfile *f, const char *path, int *ny, int *nx, sp_err_t 
 	return 0;
 }
 
+/* DESI fibre numbers: 10 petals of 500. */
+#define DESI_NFIBER_MAX 5000
+
+/*
+ * A FIBERMAP the image has must be sound; one it lacks is fine.  desispec
+ * (scripts/extract.py) reads the image's FIBERMAP if there is one (an
+ * absent one gives fibermap = None and the frame goes out without it),
+ * slices rows [specmin, specmin + nspec) and takes fibermap['FIBER'] as the
+ * frame's fibres: a FIBERMAP it cannot parse, without a FIBER column or
+ * with too few rows raises there, and the extraction of that frame fails.
+ * We do the same, as an item failure, at the image's first read (before
+ * any extraction work), and go one step further on values: a FIBER outside
+ * DESI's 0..4999 is garbage that desispec would copy into the frame, and
+ * downstream steps (sky, flux calibration) would then match the wrong
+ * targets; failing is the only outcome that cannot be mistaken for a good
+ * frame.  The row count against specmin + nspec is checked at writing,
+ * where those are known (fibermap_rows()).
+ */
+static int check_fibermap(fitsfile *f, const char *path, sp_err_t *err)
+{
+	int status = 0, hdutype = 0, col = 0, typecode = 0, anynul = 0;
+	long nrows = 0, repeat = 0, width = 0;
+
+	if (fits_movnam_hdu(f, ANY_HDU, "FIBERMAP", 0, &status) != 0) {
+		if (status == BAD_HDU_NUM) {
+			fits_clear_errmsg();
+			return 0;
+		}
+		return fits_fail(err, SP_EFORMAT, path, "corrupt FIBERMAP", status);
+	}
+	if (fits_get_hdu_type(f, &hdutype, &status) != 0 || hdutype != BINARY_TBL) {
+		fits_clear_errmsg();
+		return sp_seterr(err, SP_EFORMAT, "%s: corrupt FIBERMAP: not a binary table", path);
+	}
+	if (fits_get_num_rows(f, &nrows, &status) != 0)
+		return fits_fail(err, SP_EFORMAT, path, "corrupt FIBERMAP", status);
+	if (nrows < 1)
+		return sp_seterr(err, SP_EFORMAT, "%s: corrupt FIBERMAP: no rows", path);
+	if (fits_get_colnum(f, CASESEN, "FIBER", &col, &status) != 0) {
+		fits_clear_errmsg();
+		return sp_seterr(err, SP_EFORMAT, "%s: corrupt FIBERMAP: no FIBER column", path);
+	}
+	if (fits_get_coltype(f, col, &typecode, &repeat, &width, &status) != 0)
+		return fits_fail(err, SP_EFORMAT, path, "corrupt FIBERMAP, column FIBER", status);
+	if ((typecode != TSHORT && typecode != TINT && typecode != TLONG &&
+	     typecode != TINT32BIT && typecode != TLONGLONG) || repeat != 1)
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: corrupt FIBERMAP: column FIBER is not one integer per row",
+				 path);
+	long *fib = malloc((size_t)nrows * sizeof *fib);
+	if (fib == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: FIBERMAP: out of memory for %ld rows", path,
+				 nrows);
+	int rc = 0;
+	if (fits_read_col(f, TLONG, col, 1, 1, (LONGLONG)nrows, NULL, fib, &anynul, &status) != 0)
+		rc = fits_fail(err, SP_EFORMAT, path, "corrupt FIBERMAP, column FIBER", status);
+	for (long r = 0; r < nrows && rc == 0; r++)
+		if (fib[r] < 0 || fib[r] >= DESI_NFIBER_MAX)
+			rc = sp_seterr(err, SP_EFORMAT,
+				       "%s: corrupt FIBERMAP: FIBER of row %ld is %ld, not a DESI "
+				       "fibre (0..%d)", path, r, fib[r], DESI_NFIBER_MAX - 1);
+	free(fib);
+	return rc;
+}
+
 int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err)
 {
 	fitsfile *f;
@@ -172,6 +194,8 @@ int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err)
 
 	if (rc == 0)
 		rc = check_hdus(f, path, ny, nx, err);
+	if (rc == 0)
+		rc = check_fibermap(f, path, err);
 	close_quietly(f);
 	return rc;
 }
@@ -194,10 +218,14 @@ static int read_floats(fitsfile *f, const char *path, const char *name, size_t n
 }
 
 /* CAMERA and RDNOISE from the IMAGE HDU, else the primary HDU.  Without
- * RDNOISE, the mean of desispec's per-amplifier RDNOISEA..D if any. */
-static void read_keys(fitsfile *f, desi_image_t *img)
+ * RDNOISE, the mean of desispec's per-amplifier RDNOISEA..D if any.  The
+ * values are parsed by fitskey.h, not CFITSIO: a malformed one is an error
+ * naming the keyword. */
+static int read_keys(fitsfile *f, const char *path, desi_image_t *img, sp_err_t *err)
 {
-	int hdus[2], n = 0, status = 0, cur = 0;
+	static const double rd_max = 1e6; /* electrons; DESI's are ~3 */
+	const double none = -1;
+	int hdus[2], n = 0, status = 0, cur = 0, rc;
 	char cam[FLEN_VALUE];
 
 	fits_get_hdu_num(f, &cur);
@@ -208,9 +236,15 @@ static void read_keys(fitsfile *f, desi_image_t *img)
 	img->rdnoise = 0;
 	int have_cam = 0, have_rd = 0;
 	for (int h = 0; h < n; h++) {
+		const char *hname = hdus[h] == 1 ? "primary" : "IMAGE";
+		double rd;
 		status = 0;
-		fits_movabs_hdu(f, hdus[h], NULL, &status);
-		if (!have_cam && fits_read_key(f, TSTRING, "CAMERA", cam, NULL, &status) == 0) {
+		if (fits_movabs_hdu(f, hdus[h], NULL, &status) != 0)
+			return fits_fail(err, SP_EFORMAT, path, "cannot read the header", status);
+		if (!have_cam) {
+			rc = desi_fitskey_str(f, path, hname, "CAMERA", cam, sizeof cam, "", err);
+			if (rc != 0)
+				return rc;
 			/* quotes too: specex writes CAMERA = '''r0      ''' */
 			char *b = cam, *e = cam + strlen(cam);
 			while (*b == '\'' || *b == ' ')
@@ -222,23 +256,27 @@ static void read_keys(fitsfile *f, desi_image_t *img)
 				len = sizeof img->camera - 1;
 			memcpy(img->camera, b, len);
 			img->camera[len] = '\0';
-			have_cam = 1;
+			have_cam = len > 0;
 		}
-		status = 0;
-		double rd;
-		if (!have_rd && fits_read_key(f, TDOUBLE, "RDNOISE", &rd, NULL, &status) == 0) {
-			img->rdnoise = rd;
-			have_rd = 1;
+		if (!have_rd) {
+			rc = desi_fitskey_double(f, path, hname, "RDNOISE", 0, rd_max, &none, &rd, err);
+			if (rc != 0)
+				return rc;
+			if (rd >= 0) {
+				img->rdnoise = rd;
+				have_rd = 1;
+			}
 		}
-		status = 0;
 		if (!have_rd) {
 			double s = 0;
 			int k = 0;
 			char key[16];
 			for (char a = 'A'; a <= 'D'; a++) {
-				status = 0;
 				snprintf(key, sizeof key, "RDNOISE%c", a);
-				if (fits_read_key(f, TDOUBLE, key, &rd, NULL, &status) == 0) {
+				rc = desi_fitskey_double(f, path, hname, key, 0, rd_max, &none, &rd, err);
+				if (rc != 0)
+					return rc;
+				if (rd >= 0) {
 					s += rd;
 					k++;
 				}
@@ -250,6 +288,7 @@ static void read_keys(fitsfile *f, desi_image_t *img)
 		}
 	}
 	fits_clear_errmsg();
+	return 0;
 }
 
 int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err)
@@ -279,7 +318,7 @@ int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t 
 	size_t n = (size_t)ny * (size_t)nx;
 	rc = read_floats(f, path, "IMAGE", n, img->pix, err);
 	if (rc == 0)
-		read_keys(f, img);
+		rc = read_keys(f, path, img, err);
 	if (rc == 0)
 		rc = read_floats(f, path, "IVAR", n, img->ivar, err);
 	if (rc != 0)
@@ -321,6 +360,15 @@ int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t 
 	}
 	if (nbad != NULL)
 		*nbad = bad;
+	/* Nothing to extract from: an all-NaN (or all-masked) image is a
+	 * failed item, not a frame of zeros with ivar 0 and exit 0. */
+	size_t usable = 0;
+	for (size_t e = 0; e < n && usable == 0; e++)
+		usable += img->ivar[e] > 0;
+	if (usable == 0)
+		rc = sp_seterr(err, SP_ENONFINITE,
+			       "%s: no usable pixel: all %zu are masked, non-finite or have IVAR "
+			       "<= 0 (%zu non-finite or negative)", path, n, bad);
 out:
 	free(mbuf);
 	close_quietly(f);

@@ -1,12 +1,15 @@
 /* DESI GaussHermite PSF: the specex FITS reader, trace and parameter evaluation, and the CPU spot kernel. */
 #include "psf.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <fitsio.h>
+
+#include "fitskey.h"
 
 /*
  * DESIGN.  The arithmetic follows the reference (gpu_specter's
@@ -148,29 +151,41 @@ static int move_to(reader_t *r, const char *extname)
 	return fits_fail(r, SP_EIO, what);
 }
 
-/* Reads a keyword of the current HDU; a missing one is an error unless
- * dflt is given (then *v = *dflt). */
-static int read_key(reader_t *r, const char *hdu, const char *key, int type, void *v,
-		    const void *dflt)
-{
-	char what[80];
+/* Wavelength ranges a PSF may claim, in Angstrom: generous (DESI covers
+ * 3600 to 9800); a range outside is a corrupt header, not a spectrograph. */
+#define PSF_WAVE_LO 100.0
+#define PSF_WAVE_HI 100000.0
+/* Largest CCD side a PSF may claim (DESI's are 4114 x 4128). */
+#define PSF_MAX_NPIX 100000
 
-	if (fits_read_key(r->fp, type, (char *)key, v, NULL, &r->status) == 0)
-		return 0;
-	if (r->status == KEY_NO_EXIST && dflt != NULL) {
-		r->status = 0;
-		fits_clear_errmsg();
-		memcpy(v, dflt, type == TDOUBLE ? sizeof(double) : sizeof(int));
-		return 0;
-	}
-	if (r->status == KEY_NO_EXIST) {
-		r->status = 0;
-		fits_clear_errmsg();
-		return sp_seterr(r->err, SP_EFORMAT, "%s: %s HDU has no %s keyword", r->path, hdu,
-				 key);
-	}
-	snprintf(what, sizeof what, "%s HDU, keyword %s", hdu, key);
-	return fits_fail(r, SP_EFORMAT, what);
+/* Keywords through fitskey.h, never CFITSIO's conversion (see there). */
+static int key_double(reader_t *r, const char *hdu, const char *key, double lo, double hi,
+		      const double *dflt, double *v)
+{
+	return desi_fitskey_double(r->fp, r->path, hdu, key, lo, hi, dflt, v, r->err);
+}
+
+static int key_int(reader_t *r, const char *hdu, const char *key, int lo, int hi, int *v)
+{
+	long l = 0;
+	int rc = desi_fitskey_long(r->fp, r->path, hdu, key, lo, hi, NULL, &l, r->err);
+	*v = (int)l;
+	return rc;
+}
+
+/* WAVEMIN and WAVEMAX of the current HDU: in range and in order. */
+static int wave_range(reader_t *r, const char *hdu, double *wmin, double *wmax)
+{
+	int rc;
+
+	if ((rc = key_double(r, hdu, "WAVEMIN", PSF_WAVE_LO, PSF_WAVE_HI, NULL, wmin)) != 0 ||
+	    (rc = key_double(r, hdu, "WAVEMAX", PSF_WAVE_LO, PSF_WAVE_HI, NULL, wmax)) != 0)
+		return rc;
+	if (!(*wmax - *wmin >= 1.0))
+		return sp_seterr(r->err, SP_EFORMAT,
+				 "%s: %s HDU: WAVEMIN %g, WAVEMAX %g: not an increasing range "
+				 "(at least 1 Angstrom)", r->path, hdu, *wmin, *wmax);
+	return 0;
 }
 
 /* Rejects PSFTYPE other than GAUSS-HERMITE in the current HDU (absent is
@@ -178,14 +193,11 @@ static int read_key(reader_t *r, const char *hdu, const char *key, int type, voi
 static int check_type(reader_t *r, const char *hdu)
 {
 	char type[FLEN_VALUE];
+	int rc = desi_fitskey_str(r->fp, r->path, hdu, "PSFTYPE", type, sizeof type,
+				  "GAUSS-HERMITE", r->err);
 
-	if (fits_read_key(r->fp, TSTRING, "PSFTYPE", type, NULL, &r->status) != 0) {
-		if (r->status != KEY_NO_EXIST)
-			return fits_fail(r, SP_EFORMAT, "keyword PSFTYPE");
-		r->status = 0;
-		fits_clear_errmsg();
-		return 0;
-	}
+	if (rc != 0)
+		return rc;
 	if (strcmp(type, "GAUSS-HERMITE") != 0)
 		return sp_seterr(r->err, SP_EFORMAT,
 				 "%s: %s HDU: PSFTYPE is '%s', only GAUSS-HERMITE PSFs are supported",
@@ -224,12 +236,8 @@ static int read_trace(reader_t *r, const char *hdu, int *nfib, int *nc, double *
 				 "%s: %s HDU is [%ld][%ld]: expected [nfibre][ncoef] with 1 to 64 "
 				 "Legendre coefficients",
 				 r->path, hdu, naxes[1], naxes[0]);
-	if ((rc = read_key(r, hdu, "WAVEMIN", TDOUBLE, wmin, NULL)) != 0 ||
-	    (rc = read_key(r, hdu, "WAVEMAX", TDOUBLE, wmax, NULL)) != 0)
+	if ((rc = wave_range(r, hdu, wmin, wmax)) != 0)
 		return rc;
-	if (!(*wmax > *wmin) || !isfinite(*wmax - *wmin))
-		return sp_seterr(r->err, SP_EFORMAT, "%s: %s HDU: WAVEMIN %g >= WAVEMAX %g",
-				 r->path, hdu, *wmin, *wmax);
 	*nfib = (int)naxes[1];
 	*nc = (int)naxes[0];
 	size_t n = (size_t)*nfib * (size_t)*nc;
@@ -285,38 +293,16 @@ static int read_table(reader_t *r, desi_psf_t *psf)
 		return fits_fail(r, SP_EFORMAT, "PSF HDU");
 	if (hdutype != BINARY_TBL)
 		return sp_seterr(r->err, SP_EFORMAT, "%s: PSF HDU is not a binary table", r->path);
-	if ((rc = read_key(r, "PSF", "WAVEMIN", TDOUBLE, &psf->wmin, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "WAVEMAX", TDOUBLE, &psf->wmax, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "LEGDEG", TINT, &legdeg, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "HSIZEX", TINT, &psf->hsizex, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "HSIZEY", TINT, &psf->hsizey, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "GHDEGX", TINT, &psf->ghdegx, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "GHDEGY", TINT, &psf->ghdegy, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "NPIX_X", TINT, &psf->npix_x, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "NPIX_Y", TINT, &psf->npix_y, NULL)) != 0 ||
-	    (rc = read_key(r, "PSF", "PSFERR", TDOUBLE, &psf->psferr, &psferr_default)) != 0)
+	if ((rc = wave_range(r, "PSF", &psf->wmin, &psf->wmax)) != 0 ||
+	    (rc = key_int(r, "PSF", "LEGDEG", 0, 63, &legdeg)) != 0 ||
+	    (rc = key_int(r, "PSF", "HSIZEX", 0, DESI_PSF_MAX_HSIZE, &psf->hsizex)) != 0 ||
+	    (rc = key_int(r, "PSF", "HSIZEY", 0, DESI_PSF_MAX_HSIZE, &psf->hsizey)) != 0 ||
+	    (rc = key_int(r, "PSF", "GHDEGX", 0, DESI_PSF_MAX_GHDEG, &psf->ghdegx)) != 0 ||
+	    (rc = key_int(r, "PSF", "GHDEGY", 0, DESI_PSF_MAX_GHDEG, &psf->ghdegy)) != 0 ||
+	    (rc = key_int(r, "PSF", "NPIX_X", 1, PSF_MAX_NPIX, &psf->npix_x)) != 0 ||
+	    (rc = key_int(r, "PSF", "NPIX_Y", 1, PSF_MAX_NPIX, &psf->npix_y)) != 0 ||
+	    (rc = key_double(r, "PSF", "PSFERR", 0.0, 1.0, &psferr_default, &psf->psferr)) != 0)
 		return rc;
-	if (!(psf->wmax > psf->wmin) || !isfinite(psf->wmax - psf->wmin))
-		return sp_seterr(r->err, SP_EFORMAT, "%s: PSF HDU: WAVEMIN %g >= WAVEMAX %g",
-				 r->path, psf->wmin, psf->wmax);
-	if (legdeg < 0 || legdeg > 63)
-		return sp_seterr(r->err, SP_EFORMAT, "%s: PSF HDU: LEGDEG %d is not in 0..63",
-				 r->path, legdeg);
-	if (psf->hsizex < 0 || psf->hsizex > DESI_PSF_MAX_HSIZE || psf->hsizey < 0 ||
-	    psf->hsizey > DESI_PSF_MAX_HSIZE)
-		return sp_seterr(r->err, SP_EFORMAT,
-				 "%s: PSF HDU: HSIZEX %d, HSIZEY %d: spot half-sizes must be in "
-				 "0..%d",
-				 r->path, psf->hsizex, psf->hsizey, DESI_PSF_MAX_HSIZE);
-	if (psf->ghdegx < 0 || psf->ghdegx > DESI_PSF_MAX_GHDEG || psf->ghdegy < 0 ||
-	    psf->ghdegy > DESI_PSF_MAX_GHDEG)
-		return sp_seterr(r->err, SP_EFORMAT,
-				 "%s: PSF HDU: GHDEGX %d, GHDEGY %d: Gauss-Hermite degrees must be "
-				 "in 0..%d",
-				 r->path, psf->ghdegx, psf->ghdegy, DESI_PSF_MAX_GHDEG);
-	if (!(psf->psferr >= 0) || !isfinite(psf->psferr))
-		return sp_seterr(r->err, SP_EFORMAT, "%s: PSF HDU: PSFERR %g is not >= 0",
-				 r->path, psf->psferr);
 	psf->ncoef = legdeg + 1;
 
 	/* Table layout. */
@@ -394,9 +380,11 @@ static int read_table(reader_t *r, desi_psf_t *psf)
 	if (rc == 0 && nrows > 0) {
 		/* The rows we skip (CONT is last) are not read: check that the
 		 * table's last byte is there, so that a cut file is an error. */
-		long rowlen;
+		long rowlen = 0;
 		unsigned char last;
-		if (fits_read_key(r->fp, TLONG, "NAXIS1", &rowlen, NULL, &r->status) != 0 ||
+		rc = desi_fitskey_long(r->fp, r->path, "PSF", "NAXIS1", 1, LONG_MAX, NULL, &rowlen,
+				       r->err);
+		if (rc == 0 &&
 		    fits_read_tblbytes(r->fp, nrows, rowlen, 1, &last, &r->status) != 0)
 			rc = fits_fail(r, SP_EIO, "PSF table, end of its data");
 	}
@@ -417,6 +405,76 @@ static int read_table(reader_t *r, desi_psf_t *psf)
 	return rc;
 }
 
+/* Sample points per fibre of check_values(): the ends and 31 between. */
+#define PSF_NCHECK 33
+
+/* The evaluated model, not just its coefficients, must be sane: finite
+ * coefficients can still put a trace light-years off the CCD or make a
+ * sigma negative (the spots are then NaN or 0/0, silently).  Per fibre, at
+ * PSF_NCHECK wavelengths spanning each range: X within [-NPIX_X, 2 NPIX_X]
+ * and Y within [-NPIX_Y, 2 NPIX_Y] (real traces overhang the CCD by ~100
+ * px at their ends); GHSIGX, GHSIGY in (0, 2 HSIZE + 1] px (real ones are
+ * ~1); every GH-i-j finite and at most 1e6 in size (real ones < 2).  With
+ * Legendre polynomials bounded by 1 on [-1, 1], this bounds the model
+ * between the samples too, unless coefficients cancel there on purpose. */
+static int check_values(const desi_psf_t *psf, const char *path, sp_err_t *err)
+{
+	int np = desi_psf_nparams(psf);
+	double *p = malloc((size_t)np * sizeof *p);
+
+	if (p == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	for (int f = 0; f < psf->nfib; f++) {
+		for (int k = 0; k < PSF_NCHECK; k++) {
+			double t = (double)k / (PSF_NCHECK - 1), x, y;
+			double wx = psf->xwmin + t * (psf->xwmax - psf->xwmin);
+			double wy = psf->ywmin + t * (psf->ywmax - psf->ywmin);
+			double w = psf->wmin + t * (psf->wmax - psf->wmin);
+			const char *bad = NULL, *name = NULL;
+			double v = 0, wv = w;
+			desi_psf_xy(psf, f, wx, &x, &y);
+			if (!(x >= -psf->npix_x && x <= 2.0 * psf->npix_x)) {
+				bad = "is off the CCD";
+				name = "XTRACE";
+				v = x;
+				wv = wx;
+			}
+			desi_psf_xy(psf, f, wy, &x, &y);
+			if (bad == NULL && !(y >= -psf->npix_y && y <= 2.0 * psf->npix_y)) {
+				bad = "is off the CCD";
+				name = "YTRACE";
+				v = y;
+				wv = wy;
+			}
+			desi_psf_params(psf, f, 1, &w, 1, p);
+			if (bad == NULL && !(p[2] > 0 && p[2] <= 2 * psf->hsizex + 1)) {
+				bad = "is not a width in (0, 2 HSIZEX + 1] px";
+				name = "GHSIGX";
+				v = p[2];
+			}
+			if (bad == NULL && !(p[3] > 0 && p[3] <= 2 * psf->hsizey + 1)) {
+				bad = "is not a width in (0, 2 HSIZEY + 1] px";
+				name = "GHSIGY";
+				v = p[3];
+			}
+			for (int q = 4; q < np && bad == NULL; q++)
+				if (!(fabs(p[q]) <= 1e6)) {
+					bad = "is not a finite amplitude below 1e6";
+					name = "GH-i-j";
+					v = p[q];
+				}
+			if (bad != NULL) {
+				free(p);
+				return sp_seterr(err, SP_EFORMAT,
+						 "%s: garbage PSF: %s of fibre %d at %.1f Angstrom is %g, "
+						 "which %s", path, name, f, wv, v, bad);
+			}
+		}
+	}
+	free(p);
+	return 0;
+}
+
 int desi_psf_read(const char *path, desi_psf_t **out, sp_err_t *err)
 {
 	reader_t r = { path, NULL, 0, err };
@@ -424,11 +482,8 @@ int desi_psf_read(const char *path, desi_psf_t **out, sp_err_t *err)
 	int rc, nfiby;
 
 	*out = NULL;
-	if (fits_open_file(&r.fp, path, READONLY, &r.status) != 0) {
-		int code = r.status == FILE_NOT_OPENED ? SP_ENOENT : SP_EIO;
-		r.fp = NULL;
-		return fits_fail(&r, code, "cannot open as FITS");
-	}
+	if ((rc = desi_fits_open(path, &r.fp, err)) != 0)
+		return rc;
 	psf = calloc(1, sizeof *psf);
 	if (psf == NULL) {
 		rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
@@ -446,10 +501,9 @@ int desi_psf_read(const char *path, desi_psf_t **out, sp_err_t *err)
 	}
 	if ((rc = read_table(&r, psf)) != 0)
 		goto done;
+	rc = check_values(psf, path, err);
 done:
-	r.status = 0;
-	fits_close_file(r.fp, &r.status);
-	fits_clear_errmsg();
+	desi_fits_close(&r.fp);
 	if (rc != 0)
 		desi_psf_free(&psf);
 	*out = psf;

@@ -37,8 +37,12 @@ typedef struct desi_psf {
 } desi_psf_t;
 
 /* Reads a specex GaussHermite PSF (PSFTYPE GAUSS-HERMITE; HDUs found by
- * EXTNAME: XTRACE, YTRACE, PSF).  Errors name the file and the reason
- * (missing HDU or parameter, another PSF type, bad sizes). */
+ * EXTNAME: XTRACE, YTRACE, PSF).  path is a plain file name (no CFITSIO
+ * extended syntax; FIFOs and devices are refused: fitskey.h), every header
+ * keyword is parsed and range-checked by us, and the evaluated model must
+ * be sane (traces near the CCD, sigmas positive: check_values() in psf.c).
+ * Errors name the file and the reason (missing HDU or parameter, another
+ * PSF type, bad sizes, malformed keyword, garbage coefficients). */
 int desi_psf_read(const char *path, desi_psf_t **psf, sp_err_t *err);
 void desi_psf_free(desi_psf_t **psf);
 
