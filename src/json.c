@@ -199,6 +199,20 @@ void sp_json_raw(sp_json_t *j, const char *text)
 	puts_(j, text);
 }
 
+void sp_json_raw_elements(sp_json_t *j, const char *array)
+{
+	const char *b = strchr(array, '['), *e = strrchr(array, ']');
+	if (b == NULL || e == NULL || e <= b)
+		return;
+	b++;
+	while (b < e && (*b == ' ' || *b == '\n' || *b == '\t'))
+		b++;
+	if (b == e)
+		return; /* an empty array adds nothing */
+	value_start(j);
+	put(j, b, (size_t)(e - b));
+}
+
 void sp_json_kv_str(sp_json_t *j, const char *k, const char *s) { sp_json_key(j, k); sp_json_str(j, s); }
 void sp_json_kv_num(sp_json_t *j, const char *k, double x) { sp_json_key(j, k); sp_json_num(j, x); }
 void sp_json_kv_int(sp_json_t *j, const char *k, long long x) { sp_json_key(j, k); sp_json_int(j, x); }

@@ -21,6 +21,8 @@ void sp_json_str(sp_json_t *j, const char *s);
 void sp_json_num(sp_json_t *j, double x); /* non-finite values are written as null */
 void sp_json_int(sp_json_t *j, long long x);
 void sp_json_raw(sp_json_t *j, const char *text); /* already valid JSON */
+/* Appends the elements of a JSON array text ("[a,b]") to the current array. */
+void sp_json_raw_elements(sp_json_t *j, const char *array);
 void sp_json_kv_str(sp_json_t *j, const char *key, const char *s);
 void sp_json_kv_num(sp_json_t *j, const char *key, double x);
 void sp_json_kv_int(sp_json_t *j, const char *key, long long x);

@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "graph.h"
+#include "cluster.h"
 #include "run.h"
 #include "runtime.h"
 #include "stage.h"
@@ -242,7 +243,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'V': {
 			char d[160];
 			sp_runtime_describe(d, sizeof d);
-			printf("starpipe %s\n%s\n", PACKAGE_VERSION, d);
+			printf("starpipe %s\n%s\n%s\n", PACKAGE_VERSION, d, sp_cluster_describe());
+			sp_cluster_finalize();
 			exit(0);
 		}
 		default: return usage_error("%s", "invalid option");
@@ -416,6 +418,7 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	sp_run_result_t res;
 	int status = 0;
 	pthread_t sig_thread;
+	int rank0 = sp_cluster_rank() == 0;
 
 	if (c->nitems > 0) {
 		items = calloc(c->nitems, sizeof *items);
@@ -471,12 +474,39 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.workers_per_gpu = (int)sp_param_int(rt_value(c, g, rt_index("workers_per_gpu")));
 	conf.perfmodel_dir = rt_value(c, g, rt_index("perfmodel_dir"));
 	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
-	conf.progress = !c->quiet;
+	conf.progress = !c->quiet && rank0; /* MPI: rank 0's progress only */
 	conf.progress_period = c->progress_every;
 	conf.trace = c->trace != NULL;
+	ro.trace = c->trace != NULL;
+	conf.cpu_first = conf.cpu_count = 0;
+	int lrank, lsize;
+	sp_cluster_local(&lrank, &lsize);
+	if (lsize > 1) {
+		/* several ranks on one node (a test, or a launcher placing one
+		 * rank per socket): the node's cores are split between them */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		if (cores < 1)
+			cores = 1;
+		if (cores >= lsize) {
+			conf.cpu_first = (int)(lrank * cores / lsize);
+			conf.cpu_count = (int)((lrank + 1) * cores / lsize) - conf.cpu_first;
+		} else {
+			conf.cpu_first = lrank % (int)cores;
+			conf.cpu_count = 1;
+		}
+		if (!c->quiet && lrank == 0)
+			fprintf(stderr, "starpipe: %d ranks share this node; each binds its CPU workers "
+				"to its share of the %ld cores (one rank per node uses them all)\n",
+				lsize, cores);
+	}
+	if (sp_cluster_size() > 1 && rank0 && !c->quiet)
+		fprintf(stderr, "starpipe: %d MPI ranks; items handed out by rank 0 as ranks ask\n",
+			sp_cluster_size());
 
 	if (sp_runtime_init(&conf, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
+		/* the other ranks would wait for this one in the batch's collectives */
+		sp_cluster_abort(EXIT_RUNTIME);
 		status = EXIT_RUNTIME;
 		goto out;
 	}
@@ -492,31 +522,38 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		status = EXIT_ITEMS_FAILED;
 	}
 	if (res.nfailed) {
-		fprintf(stderr, "starpipe: %zu of %zu item(s) failed\n", res.nfailed, nitems);
+		if (rank0)
+			fprintf(stderr, "starpipe: %zu of %zu item(s) failed\n", res.nfailed, nitems);
 		status = EXIT_ITEMS_FAILED;
 	}
-	if (res.nskipped && !c->quiet)
+	if (res.nskipped && !c->quiet && rank0)
 		fprintf(stderr, "starpipe: %zu of %zu item(s) skipped: their outputs exist\n",
 			res.nskipped, nitems);
 	if (res.signal != 0) {
-		fprintf(stderr, "starpipe: interrupted by SIG%s: %zu item(s) done, %zu cancelled, "
+		if (rank0)
+			fprintf(stderr, "starpipe: interrupted by SIG%s: %zu item(s) done, %zu cancelled, "
 			"%zu not started; the same command with --skip-existing finishes the batch\n",
 			sigabbrev_np(res.signal), res.nok, res.ncancelled, res.nnotrun);
 		status = exit_for_signal(res.signal);
 	}
-	if (!c->quiet)
+	/* An MPI batch: rank 0 speaks for the batch (the counts are the
+	 * batch's on every rank, so every rank exits alike). */
+	if (!c->quiet && rank0)
 		sp_runtime_print_report(g->pipeline);
-	if (c->report != NULL && sp_runtime_write_report(c->report, g->pipeline, res.items_json, &err) != 0) {
+	if (c->report != NULL && rank0 &&
+	    sp_runtime_write_report(c->report, g->pipeline, res.items_json, res.stage_lines,
+				    res.cluster_json, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 		if (status == 0)
 			status = EXIT_ITEMS_FAILED;
 	}
-	if (c->trace != NULL && sp_runtime_write_trace(c->trace, &err) != 0) {
+	if (c->trace != NULL && rank0 &&
+	    sp_runtime_write_trace(c->trace, res.trace_events, res.ntrace_events, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 		if (status == 0)
 			status = EXIT_ITEMS_FAILED;
 	}
-	free(res.items_json);
+	sp_run_result_free(&res);
 	sp_runtime_shutdown();
 out:
 	for (size_t i = 0; i < nitems; i++)
@@ -530,6 +567,12 @@ int main(int argc, char **argv)
 	struct cli c = { 0 };
 	sp_graph_t *g = NULL;
 	sp_diag_t d;
+	sp_err_t cerr = { 0 };
+	/* MPI first (when mpirun or srun started us), before any thread */
+	if (sp_cluster_init(&argc, &argv, &cerr) != 0) {
+		fprintf(stderr, "starpipe: %s\n", cerr.msg);
+		return EXIT_RUNTIME;
+	}
 	int r = parse_args(argc, argv, &c);
 
 	if (r == 0 && (strcmp(c.cmd, "list") == 0)) {
@@ -563,5 +606,6 @@ int main(int argc, char **argv)
 out:
 	for (size_t i = 0; i < c.nvars; i++)
 		free((char *)c.vars[i].name);
+	sp_cluster_finalize();
 	return r;
 }

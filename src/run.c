@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "fsutil.h"
 #include "item.h"
 #include "json.h"
@@ -193,7 +194,7 @@ struct sp_batch {
 	const sp_graph_t *g;
 	char *const *items;
 	size_t nitems;
-	atomic_size_t next;
+	int lazy_plan; /* MPI ranks: an item is planned by the rank it is handed to */
 	const sp_run_opts_t *opts;
 	sp_item_t *state; /* one per item, kept for the report */
 	atomic_size_t nok, nfailed, nskipped, ncancelled;
@@ -250,6 +251,8 @@ static void journal_item(struct sp_batch *b, sp_item_t *it)
 	sp_json_begin_object(j);
 	sp_json_kv_str(j, "item", it->path);
 	sp_json_kv_str(j, "status", state_name(st));
+	if (b->lazy_plan)
+		sp_json_kv_int(j, "rank", sp_cluster_rank());
 	sp_json_key(j, "outputs");
 	sp_json_begin_array(j);
 	for (size_t k = 0; k < it->noutputs; k++)
@@ -348,15 +351,29 @@ report:
 	sp_runtime_item_done();
 }
 
+static void plan_item(struct sp_batch *b, sp_item_t *it);
+
+/* Whether item i is handed out at all: not another shard's, and (when
+ * planned up front) not skipped or refused by the plan. */
+static int want_item(size_t i, void *arg)
+{
+	struct sp_batch *b = arg;
+	int s = atomic_load(&b->state[i].state);
+	return b->lazy_plan ? s != IT_OTHER_SHARD : s == IT_PENDING;
+}
+
+static int batch_stopped(void) { return atomic_load(&stop_signal) != 0; }
+
 static void *driver_main(void *arg)
 {
 	struct sp_batch *b = arg;
 	for (;;) {
-		if (atomic_load(&stop_signal) != 0)
-			break; /* interrupted: no new item */
-		size_t i = atomic_fetch_add(&b->next, 1);
-		if (i >= b->nitems)
+		/* nothing when interrupted: no new item */
+		size_t i = sp_dispatch_next();
+		if (i == SIZE_MAX)
 			break;
+		if (b->lazy_plan && atomic_load(&b->state[i].state) == IT_PENDING)
+			plan_item(b, &b->state[i]);
 		if (atomic_load(&b->state[i].state) != IT_PENDING)
 			continue; /* skipped or refused when planned */
 		run_item(b, i);
@@ -659,7 +676,26 @@ static void plan_item(struct sp_batch *b, sp_item_t *it)
 	sp_item_report_num(it, "memory_estimate_bytes", (double)need);
 }
 
-static char *items_json(struct sp_batch *b)
+static void item_json(sp_json_t *j, sp_item_t *it, int rank)
+{
+	int st = atomic_load(&it->state);
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "item", it->path);
+	sp_json_kv_str(j, "status", state_name(st));
+	if (rank >= 0)
+		sp_json_kv_int(j, "rank", rank);
+	if (st == IT_FAILED || st == IT_CANCELLED)
+		sp_json_kv_str(j, "error", it->status.err.msg);
+	if (st == IT_OK || st == IT_FAILED || st == IT_CANCELLED)
+		sp_json_kv_num(j, "seconds", it->seconds);
+	for (size_t k = 0; k < it->nreport; k++)
+		sp_json_kv_num(j, it->report[k].key, it->report[k].value);
+	sp_json_end_object(j);
+}
+
+/* The per-item figures: every item of this shard, or (handled_only: MPI
+ * ranks) only the items this rank handled, with its rank. */
+static char *items_json(struct sp_batch *b, int handled_only)
 {
 	sp_json_t *j = sp_json_new();
 	char *out = NULL;
@@ -667,26 +703,204 @@ static char *items_json(struct sp_batch *b)
 		return NULL;
 	sp_json_begin_array(j);
 	for (size_t i = 0; i < b->nitems; i++) {
-		sp_item_t *it = &b->state[i];
-		if (atomic_load(&it->state) == IT_OTHER_SHARD)
+		int st = atomic_load(&b->state[i].state);
+		if (st == IT_OTHER_SHARD || (handled_only && st == IT_PENDING))
 			continue;
-		sp_json_begin_object(j);
-		int st = atomic_load(&it->state);
-		sp_json_kv_str(j, "item", it->path);
-		sp_json_kv_str(j, "status", state_name(st));
-		if (st == IT_FAILED || st == IT_CANCELLED)
-			sp_json_kv_str(j, "error", it->status.err.msg);
-		if (st == IT_OK || st == IT_FAILED || st == IT_CANCELLED)
-			sp_json_kv_num(j, "seconds", it->seconds);
-		for (size_t k = 0; k < it->nreport; k++)
-			sp_json_kv_num(j, it->report[k].key, it->report[k].value);
-		sp_json_end_object(j);
+		item_json(j, &b->state[i], handled_only ? sp_cluster_rank() : -1);
 	}
 	sp_json_end_array(j);
 	if (sp_json_text(j) != NULL)
 		out = strdup(sp_json_text(j));
 	sp_json_free(&j);
 	return out;
+}
+
+static void free_parts(char **p, int n)
+{
+	for (int r = 0; p != NULL && r < n; r++)
+		free(p[r]);
+	free(p);
+}
+
+/* Rank 0's view of a batch over MPI ranks: every item's final state (each
+ * item was handled by one rank; the others still have it pending), the
+ * counts, one items_detail array, per-stage figures of every rank and the
+ * "cluster" object of the report.  Every rank calls it (collectives); the
+ * counts are the batch's on every rank, so every rank exits alike. */
+static int merge_ranks(struct sp_batch *b, sp_run_result_t *res)
+{
+	size_t n = b->nitems;
+	int nr = sp_cluster_size(), me = sp_cluster_rank();
+	int *st = calloc(n ? 2 * n : 1, sizeof *st), *who = st + n;
+	double *sec = calloc(n ? n : 1, sizeof *sec);
+	double *t0 = calloc(2 * (size_t)nr, sizeof *t0), *rtt = t0 + nr;
+	char *mine = items_json(b, 1), *lines = sp_runtime_stage_lines();
+	char **parts = NULL, **stages = NULL, **hosts = NULL;
+	if (st == NULL || sec == NULL || t0 == NULL || mine == NULL || lines == NULL) {
+		/* the collectives must still happen on every rank: MPI has no
+		 * way to leave some out, so running out of memory here ends the job */
+		fprintf(stderr, "starpipe: rank %d: out of memory merging the batch\n", me);
+		abort();
+	}
+	for (size_t i = 0; i < n; i++) {
+		int s = atomic_load(&b->state[i].state);
+		st[i] = s;
+		who[i] = s == IT_PENDING || s == IT_OTHER_SHARD ? -1 : me;
+		sec[i] = s == IT_OK || s == IT_FAILED || s == IT_CANCELLED ? b->state[i].seconds : 0.0;
+	}
+	t0[me] = sp_runtime_t0_wall();
+	rtt[me] = sp_dispatch_mean_request_s();
+	sp_cluster_allmax_int(st, 2 * n);
+	sp_cluster_allmax_double(sec, n);
+	sp_cluster_allmax_double(t0, 2 * (size_t)nr);
+	int rc = sp_cluster_gather_str(mine, &parts);
+	rc |= sp_cluster_gather_str(lines, &stages);
+	rc |= sp_cluster_gather_str(sp_cluster_host(), &hosts);
+	if (b->opts->trace) {
+		char label[320];
+		snprintf(label, sizeof label, "rank %d (%s)", me, sp_cluster_host());
+		char *ev = sp_runtime_trace_events(me, label, (t0[me] - t0[0]) * 1e6);
+		rc |= sp_cluster_gather_str(ev != NULL ? ev : "[]", &res->trace_events);
+		free(ev);
+		res->ntrace_events = res->trace_events != NULL ? (size_t)nr : 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		res->nok += st[i] == IT_OK;
+		res->nfailed += st[i] == IT_FAILED;
+		res->nskipped += st[i] == IT_SKIPPED;
+		res->ncancelled += st[i] == IT_CANCELLED;
+		res->nnotrun += st[i] == IT_PENDING;
+	}
+	if (me == 0 && rc == 0) {
+		sp_json_t *j = sp_json_new();
+		size_t tl = 1;
+		for (int r = 0; r < nr; r++)
+			tl += strlen(stages[r]);
+		res->stage_lines = malloc(tl);
+		if (res->stage_lines != NULL) {
+			res->stage_lines[0] = '\0';
+			for (int r = 0; r < nr; r++)
+				strcat(res->stage_lines, stages[r]);
+		}
+		/* items_detail: the ranks' items, then those no rank started */
+		sp_json_begin_array(j);
+		for (int r = 0; r < nr; r++)
+			sp_json_raw_elements(j, parts[r]);
+		for (size_t i = 0; i < n; i++)
+			if (st[i] == IT_PENDING)
+				item_json(j, &b->state[i], -1);
+		sp_json_end_array(j);
+		if (sp_json_text(j) != NULL)
+			res->items_json = strdup(sp_json_text(j));
+		sp_json_free(&j);
+		/* the cluster object: ranks, what each did, the slowest items */
+		j = sp_json_new();
+		sp_json_begin_object(j);
+		sp_json_kv_int(j, "ranks", nr);
+		sp_json_kv_num(j, "dispatch_answer_mean_us", 1e6 * sp_dispatch_mean_answer_s());
+		sp_json_key(j, "per_rank");
+		sp_json_begin_array(j);
+		for (int r = 0; r < nr; r++) {
+			size_t k[5] = { 0 };
+			for (size_t i = 0; i < n; i++)
+				if (who[i] == r) {
+					k[0]++;
+					k[1] += st[i] == IT_OK;
+					k[2] += st[i] == IT_FAILED;
+					k[3] += st[i] == IT_SKIPPED;
+					k[4] += st[i] == IT_CANCELLED;
+				}
+			sp_json_begin_object(j);
+			sp_json_kv_int(j, "rank", r);
+			sp_json_kv_str(j, "host", hosts[r]);
+			sp_json_kv_int(j, "items", (long long)k[0]);
+			sp_json_kv_int(j, "ok", (long long)k[1]);
+			sp_json_kv_int(j, "failed", (long long)k[2]);
+			sp_json_kv_int(j, "skipped", (long long)k[3]);
+			sp_json_kv_int(j, "cancelled", (long long)k[4]);
+			if (r > 0)
+				sp_json_kv_num(j, "request_roundtrip_mean_us", 1e6 * rtt[r]);
+			sp_json_end_object(j);
+		}
+		sp_json_end_array(j);
+		sp_json_key(j, "slowest_items");
+		sp_json_begin_array(j);
+		for (int top = 0; top < 10; top++) {
+			size_t best = SIZE_MAX;
+			for (size_t i = 0; i < n; i++)
+				if (sec[i] > 0 && (best == SIZE_MAX || sec[i] > sec[best]))
+					best = i;
+			if (best == SIZE_MAX)
+				break;
+			sp_json_begin_object(j);
+			sp_json_kv_str(j, "item", b->state[best].path);
+			sp_json_kv_int(j, "rank", who[best]);
+			sp_json_kv_num(j, "seconds", sec[best]);
+			sp_json_end_object(j);
+			sec[best] = 0;
+		}
+		sp_json_end_array(j);
+		sp_json_end_object(j);
+		if (sp_json_text(j) != NULL)
+			res->cluster_json = strdup(sp_json_text(j));
+		sp_json_free(&j);
+	}
+	free_parts(parts, me == 0 ? nr : 0);
+	free_parts(stages, me == 0 ? nr : 0);
+	free_parts(hosts, me == 0 ? nr : 0);
+	free(mine);
+	free(lines);
+	free(st);
+	free(sec);
+	free(t0);
+	return rc;
+}
+
+/* The journal's file: FILE, or FILE.rankR for rank R of an MPI batch (rank 0
+ * appends them all to FILE at the end). */
+static void journal_part(const char *journal, int rank, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s.rank%d", journal, rank);
+}
+
+static void merge_journals(const char *journal, int nranks)
+{
+	FILE *out = fopen(journal, "ae");
+	if (out == NULL) {
+		fprintf(stderr, "starpipe: %s: cannot open the journal to merge the ranks' parts: %s\n",
+			journal, strerror(errno));
+		return;
+	}
+	for (int r = 0; r < nranks; r++) {
+		char part[PATH_MAX + 32], buf[65536];
+		journal_part(journal, r, part, sizeof part);
+		FILE *in = fopen(part, "re");
+		if (in == NULL)
+			continue;
+		size_t got;
+		int ok = 1;
+		while ((got = fread(buf, 1, sizeof buf, in)) > 0)
+			if (fwrite(buf, 1, got, out) != got)
+				ok = 0;
+		ok = ok && !ferror(in);
+		fclose(in);
+		if (fflush(out) == 0 && fsync(fileno(out)) == 0 && ok)
+			unlink(part); /* merged: the part goes */
+		else
+			fprintf(stderr, "starpipe: %s: could not merge %s; it is kept\n", journal, part);
+	}
+	fclose(out);
+}
+
+void sp_run_result_free(sp_run_result_t *res)
+{
+	free(res->items_json);
+	free(res->stage_lines);
+	free(res->cluster_json);
+	free_parts(res->trace_events, (int)res->ntrace_events);
+	res->items_json = res->stage_lines = res->cluster_json = NULL;
+	res->trace_events = NULL;
+	res->ntrace_events = 0;
 }
 
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
@@ -722,11 +936,18 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	}
 	free(outs);
 	free(nouts);
-	if (rc == 0 && opts->journal != NULL) {
-		b.journal = fopen(opts->journal, "ae");
+	b.lazy_plan = sp_cluster_size() > 1;
+	char jpart[PATH_MAX + 32];
+	const char *jpath = opts->journal;
+	if (jpath != NULL && b.lazy_plan) {
+		journal_part(opts->journal, sp_cluster_rank(), jpart, sizeof jpart);
+		jpath = jpart;
+	}
+	if (rc == 0 && jpath != NULL) {
+		b.journal = fopen(jpath, "ae");
 		if (b.journal == NULL)
 			rc = sp_seterr(&res->err, SP_EIO, "%s: cannot open the journal: %s",
-				       opts->journal, strerror(errno));
+				       jpath, strerror(errno));
 	}
 	if (rc != 0) {
 		for (size_t i = 0; i < nitems; i++) {
@@ -746,9 +967,14 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 			}
 	sp_runtime_items(nmine);
 	clean_stale(&b);
-	for (size_t i = 0; i < nitems; i++)
+	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			plan_item(&b, &b.state[i]);
+	if ((rc = sp_dispatch_start(nitems, want_item, &b, batch_stopped, &res->err)) != 0) {
+		/* only when a thread or a few bytes cannot be had: end the job */
+		fprintf(stderr, "starpipe: %s\n", res->err.msg);
+		abort();
+	}
 	pthread_mutex_lock(&cur_lock);
 	cur_batch = &b;
 	pthread_mutex_unlock(&cur_lock);
@@ -763,20 +989,31 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		driver_main(&b);
 	for (size_t t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
+	sp_dispatch_end();
 	starpu_task_wait_for_all();
 	pthread_mutex_lock(&cur_lock);
 	cur_batch = NULL;
 	pthread_mutex_unlock(&cur_lock);
+	if (b.journal != NULL) {
+		fclose(b.journal);
+		b.journal = NULL;
+	}
 
-	res->nok = atomic_load(&b.nok);
-	res->nfailed = atomic_load(&b.nfailed);
-	res->nskipped = atomic_load(&b.nskipped);
-	res->ncancelled = atomic_load(&b.ncancelled);
-	for (size_t i = 0; i < nitems; i++)
-		if (atomic_load(&b.state[i].state) == IT_PENDING)
-			res->nnotrun++;
 	res->signal = atomic_load(&stop_signal);
-	res->items_json = items_json(&b);
+	if (b.lazy_plan) {
+		merge_ranks(&b, res);
+		if (opts->journal != NULL && sp_cluster_rank() == 0)
+			merge_journals(opts->journal, sp_cluster_size());
+	} else {
+		res->nok = atomic_load(&b.nok);
+		res->nfailed = atomic_load(&b.nfailed);
+		res->nskipped = atomic_load(&b.nskipped);
+		res->ncancelled = atomic_load(&b.ncancelled);
+		for (size_t i = 0; i < nitems; i++)
+			if (atomic_load(&b.state[i].state) == IT_PENDING)
+				res->nnotrun++;
+		res->items_json = items_json(&b, 0);
+	}
 	for (size_t i = 0; i < nitems; i++) {
 		struct sp_ctxnode *n = b.state[i].ctxs;
 		while (n != NULL) {

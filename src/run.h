@@ -15,6 +15,7 @@ typedef struct sp_run_opts {
 	const char *journal; /* JSON-lines file appended as each item ends, or NULL */
 	unsigned long long memory_limit; /* bytes an item may need; 0: the machine's (or cgroup's) */
 	size_t shard_i, shard_k; /* run only items with index % shard_k == shard_i (k = 0: all) */
+	int trace;         /* MPI ranks: gather every rank's trace events (res->trace_events) */
 } sp_run_opts_t;
 
 typedef struct sp_run_result {
@@ -22,6 +23,13 @@ typedef struct sp_run_result {
 	size_t ncancelled, nnotrun; /* interrupted while running, or before it started */
 	int signal;       /* the signal that interrupted the batch, or 0 */
 	char *items_json; /* JSON array of per-item figures; caller frees */
+	/* An MPI batch (rank 0; NULL elsewhere and in one process): the ranks'
+	 * per-stage lines (sp_runtime_stage_lines), the report's "cluster"
+	 * object, and every rank's trace events (ntrace_events arrays).
+	 * sp_run_result_free() frees them and items_json. */
+	char *stage_lines, *cluster_json;
+	char **trace_events;
+	size_t ntrace_events;
 	sp_err_t err;     /* why the batch was refused, when sp_run returns SP_EINVAL */
 } sp_run_result_t;
 
@@ -39,6 +47,8 @@ int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp
  * SP_E* for a failure of the run itself. */
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
 	   sp_run_result_t *res);
+
+void sp_run_result_free(sp_run_result_t *res);
 
 /* The memory an item may use by default: physical memory, or the cgroup's
  * limit (Slurm's --mem) when it is lower. */

@@ -49,6 +49,7 @@ struct sp__trace_rec {
 static struct {
 	int up;
 	double t0; /* monotonic seconds at init */
+	double t0_wall; /* the same instant, wall-clock seconds (traces of several ranks) */
 	pthread_mutex_t lock;
 	struct sp__kstat k[SP__MAXKERNELS];
 	size_t nk;
@@ -229,6 +230,15 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 
 	openblas_set_num_threads(1);
 	conf.ncpus = c->ncpus;
+	if (c->cpu_count > 0) {
+		/* ranks sharing a node: each its own cores, or StarPU would bind
+		 * every rank's first worker to core 0 */
+		if (conf.ncpus < 0)
+			conf.ncpus = c->cpu_count;
+		conf.use_explicit_workers_bindid = 1;
+		for (int w = 0; w < STARPU_NMAXWORKERS; w++)
+			conf.workers_bindid[w] = (unsigned)(c->cpu_first + w % c->cpu_count);
+	}
 	conf.ncuda = c->ncuda;
 	conf.nopencl = 0;
 	conf.calibrate = c->calibrate;
@@ -292,6 +302,11 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	rt.up = 1;
 	rt.t0 = now_s();
+	{
+		struct timespec w;
+		clock_gettime(CLOCK_REALTIME, &w);
+		rt.t0_wall = (double)w.tv_sec + 1e-9 * (double)w.tv_nsec;
+	}
 	rt.trace = c->trace;
 	rt.progress = c->progress;
 	rt.progress_period = c->progress_period;
@@ -524,8 +539,81 @@ void sp_runtime_print_report(const char *pipeline)
 	fprintf(stderr, "[starpipe] bytes moved between memory nodes: %llu\n", bytes_moved(NULL));
 }
 
+char *sp_runtime_stage_lines(void)
+{
+	char *out = NULL, *p;
+	size_t size = 1;
+	pthread_mutex_lock(&rt.lock);
+	for (size_t i = 0; i < rt.nk; i++)
+		size += strlen(rt.k[i].stage) + strlen(rt.k[i].kernel) + 4 * 32;
+	out = malloc(size);
+	if (out != NULL) {
+		p = out;
+		*p = '\0';
+		for (size_t i = 0; i < rt.nk; i++)
+			p += sprintf(p, "%s\t%s\t%llu\t%llu\t%.17g\t%.17g\n", rt.k[i].stage,
+				     rt.k[i].kernel, rt.k[i].ntasks[0], rt.k[i].ntasks[1],
+				     rt.k[i].busy_us[0], rt.k[i].busy_us[1]);
+	}
+	pthread_mutex_unlock(&rt.lock);
+	return out;
+}
+
+/* Per-stage figures summed over sp_runtime_stage_lines() texts (ranks),
+ * into the report's "stages" array; a malformed line is ignored. */
+static void merged_stages(sp_json_t *j, const char *lines)
+{
+	struct ms { char stage[128], kernel[128]; unsigned long long n[2]; double busy[2]; } *m = NULL;
+	size_t nm = 0, cap = 0;
+	const char *l = lines;
+	while (l != NULL && *l != '\0') {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl != NULL ? (size_t)(nl - l) : strlen(l);
+		char buf[512];
+		struct ms r = { 0 };
+		if (len < sizeof buf) {
+			memcpy(buf, l, len);
+			buf[len] = '\0';
+			if (sscanf(buf, "%127[^\t]\t%127[^\t]\t%llu\t%llu\t%lf\t%lf", r.stage, r.kernel,
+				   &r.n[0], &r.n[1], &r.busy[0], &r.busy[1]) == 6) {
+				size_t i;
+				for (i = 0; i < nm; i++)
+					if (strcmp(m[i].stage, r.stage) == 0 && strcmp(m[i].kernel, r.kernel) == 0)
+						break;
+				if (i == nm && nm == cap) {
+					size_t c = cap ? 2 * cap : 16;
+					struct ms *t = realloc(m, c * sizeof *t);
+					if (t == NULL)
+						break;
+					m = t;
+					cap = c;
+				}
+				if (i == nm)
+					m[nm++] = r;
+				else
+					for (int k = 0; k < 2; k++) {
+						m[i].n[k] += r.n[k];
+						m[i].busy[k] += r.busy[k];
+					}
+			}
+		}
+		l = nl != NULL ? nl + 1 : NULL;
+	}
+	for (size_t i = 0; i < nm; i++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", m[i].stage);
+		sp_json_kv_str(j, "kernel", m[i].kernel);
+		sp_json_kv_int(j, "cpu_tasks", (long long)m[i].n[0]);
+		sp_json_kv_int(j, "cuda_tasks", (long long)m[i].n[1]);
+		sp_json_kv_num(j, "cpu_busy_s", m[i].busy[0] * 1e-6);
+		sp_json_kv_num(j, "cuda_busy_s", m[i].busy[1] * 1e-6);
+		sp_json_end_object(j);
+	}
+	free(m);
+}
+
 int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
-			    sp_err_t *err)
+			    const char *stage_lines, const char *cluster_json, sp_err_t *err)
 {
 	double wall = now_s() - rt.t0;
 	unsigned nw = starpu_worker_get_count();
@@ -549,8 +637,10 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_kv_int(j, "tasks", (long long)atomic_load(&rt.done));
 	sp_json_key(j, "stages");
 	sp_json_begin_array(j);
+	if (stage_lines != NULL)
+		merged_stages(j, stage_lines);
 	pthread_mutex_lock(&rt.lock);
-	for (size_t i = 0; i < rt.nk; i++) {
+	for (size_t i = 0; stage_lines == NULL && i < rt.nk; i++) {
 		sp_json_begin_object(j);
 		sp_json_kv_str(j, "stage", rt.k[i].stage);
 		sp_json_kv_str(j, "kernel", rt.k[i].kernel);
@@ -576,6 +666,10 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_end_array(j);
 	pthread_mutex_unlock(&rt.lock);
 	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
+	if (cluster_json != NULL) {
+		sp_json_key(j, "cluster");
+		sp_json_raw(j, cluster_json);
+	}
 	if (items_json != NULL) {
 		sp_json_key(j, "items_detail");
 		sp_json_raw(j, items_json);
@@ -586,23 +680,34 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	return ret;
 }
 
-int sp_runtime_write_trace(const char *path, sp_err_t *err)
+double sp_runtime_t0_wall(void) { return rt.t0_wall; }
+
+char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
 {
 	unsigned nw = starpu_worker_get_count();
 	char name[64];
+	char *out = NULL;
 	sp_json_t *j = sp_json_new();
 	if (j == NULL)
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	sp_json_begin_object(j);
-	sp_json_kv_str(j, "displayTimeUnit", "ms");
-	sp_json_key(j, "traceEvents");
+		return NULL;
 	sp_json_begin_array(j);
+	if (label != NULL) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", "process_name");
+		sp_json_kv_str(j, "ph", "M");
+		sp_json_kv_int(j, "pid", pid);
+		sp_json_key(j, "args");
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", label);
+		sp_json_end_object(j);
+		sp_json_end_object(j);
+	}
 	for (unsigned w = 0; w < nw; w++) {
 		starpu_worker_get_name((int)w, name, sizeof name);
 		sp_json_begin_object(j);
 		sp_json_kv_str(j, "name", "thread_name");
 		sp_json_kv_str(j, "ph", "M");
-		sp_json_kv_int(j, "pid", 0);
+		sp_json_kv_int(j, "pid", pid);
 		sp_json_kv_int(j, "tid", w);
 		sp_json_key(j, "args");
 		sp_json_begin_object(j);
@@ -617,16 +722,46 @@ int sp_runtime_write_trace(const char *path, sp_err_t *err)
 		sp_json_kv_str(j, "name", r->stage);
 		sp_json_kv_str(j, "cat", r->kernel);
 		sp_json_kv_str(j, "ph", "X");
-		sp_json_kv_int(j, "pid", 0);
+		sp_json_kv_int(j, "pid", pid);
 		sp_json_kv_int(j, "tid", r->worker);
-		sp_json_kv_num(j, "ts", r->start_us);
+		sp_json_kv_num(j, "ts", r->start_us + shift_us);
 		sp_json_kv_num(j, "dur", r->end_us - r->start_us);
 		sp_json_end_object(j);
 	}
 	pthread_mutex_unlock(&rt.lock);
 	sp_json_end_array(j);
+	if (sp_json_text(j) != NULL)
+		out = strdup(sp_json_text(j));
+	sp_json_free(&j);
+	return out;
+}
+
+int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents, sp_err_t *err)
+{
+	char *own = NULL;
+	if (events == NULL) {
+		own = sp_runtime_trace_events(0, NULL, 0.0);
+		if (own == NULL)
+			return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+		events = &own;
+		nevents = 1;
+	}
+	sp_json_t *j = sp_json_new();
+	if (j == NULL) {
+		free(own);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "displayTimeUnit", "ms");
+	sp_json_key(j, "traceEvents");
+	sp_json_begin_array(j);
+	for (size_t e = 0; e < nevents; e++)
+		if (events[e] != NULL)
+			sp_json_raw_elements(j, events[e]);
+	sp_json_end_array(j);
 	sp_json_end_object(j);
 	int ret = sp_json_write_file(j, path, err);
 	sp_json_free(&j);
+	free(own);
 	return ret;
 }

@@ -25,6 +25,9 @@ typedef struct sp_runtime_conf {
 	int progress;              /* 0 off, 1 on stderr */
 	double progress_period;    /* seconds between lines; 0: 0.5 on a terminal, 10 otherwise */
 	int trace;                 /* record per-task records for a trace */
+	int cpu_first, cpu_count;  /* cpu_count > 0: CPU workers bound to cores cpu_first ..
+				    * cpu_first + cpu_count - 1 (MPI ranks sharing a node),
+				    * and ncpus -1 means cpu_count */
 } sp_runtime_conf_t;
 
 /* Starts StarPU.  Returns 0 or SP_ESTARPU/SP_ENODEV with err set. */
@@ -66,13 +69,27 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 
 /* Writes the run report as JSON (items_json: a JSON array text of per-item
  * figures, or NULL).  Returns 0 or SP_EIO. */
-int sp_runtime_write_report(const char *path, const char *pipeline,
-			    const char *items_json, sp_err_t *err);
+int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
+			    const char *stage_lines, const char *cluster_json, sp_err_t *err);
+/* This process's per-stage figures as text, one line per (stage, kernel):
+ * "STAGE\tKERNEL\tCPU_TASKS\tCUDA_TASKS\tCPU_BUSY_US\tCUDA_BUSY_US\n"
+ * (malloc'd; NULL on ENOMEM).  A report given the concatenated lines of
+ * several ranks (stage_lines) sums them; cluster_json is written as-is under
+ * "cluster". */
+char *sp_runtime_stage_lines(void);
 
 /* Prints the human-readable report to stderr. */
 void sp_runtime_print_report(const char *pipeline);
 
 /* Writes the per-task timeline in Chrome trace-event format. */
-int sp_runtime_write_trace(const char *path, sp_err_t *err);
+int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents, sp_err_t *err);
+/* This process's trace events as a JSON array (malloc'd): Chrome trace
+ * events with this pid, a process_name label when label is not NULL, and
+ * timestamps shifted by shift_us (ranks of one batch on one time line).
+ * sp_runtime_write_trace() writes the union of such arrays, or this
+ * process's own when events is NULL. */
+char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
+/* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
+double sp_runtime_t0_wall(void);
 
 #endif /* SP_RUNTIME_H */

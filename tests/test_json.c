@@ -70,6 +70,25 @@ static void test_keys_too(void **state)
 	sp_json_free(&j);
 }
 
+/* Arrays of several ranks merged into one: elements kept in order, commas
+ * only between elements, empty arrays adding nothing. */
+static void test_raw_elements_merge(void **state)
+{
+	(void)state;
+	sp_json_t *j = sp_json_new();
+	assert_non_null(j);
+	sp_json_begin_array(j);
+	sp_json_raw_elements(j, "[]");
+	sp_json_raw_elements(j, "[{\"a\":1},{\"b\":[2,3]}]");
+	sp_json_raw_elements(j, " [ ] ");
+	sp_json_int(j, 4);
+	sp_json_raw_elements(j, "[\"x\"]");
+	sp_json_raw_elements(j, "not an array");
+	sp_json_end_array(j);
+	assert_string_equal(sp_json_text(j), "[{\"a\":1},{\"b\":[2,3]},4,\"x\"]");
+	sp_json_free(&j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -77,6 +96,7 @@ int main(void)
 		cmocka_unit_test(test_controls_escaped),
 		cmocka_unit_test(test_invalid_bytes_replaced),
 		cmocka_unit_test(test_keys_too),
+		cmocka_unit_test(test_raw_elements_merge),
 	};
 
 	cmocka_set_message_output(CM_OUTPUT_TAP);
