@@ -29,9 +29,9 @@
  * When its drivers are done, rank r sends TAG_BYE.  On rank 0 the drivers
  * take indices from the same counter the dispatcher thread hands out, and
  * the dispatcher ends once every other rank has said bye.  The dispatcher
- * polls with MPI_Iprobe and sleeps 50 us between empty polls: a blocking
- * MPI_Recv in Open MPI spins a core at 100 %, a core rank 0's StarPU
- * workers need.
+ * polls with MPI_Iprobe and sleeps between empty polls (10 us after a
+ * message, backing off to 250 us): a blocking MPI_Recv in Open MPI spins a
+ * core at 100 %, a core rank 0's StarPU workers need.
  */
 
 enum { TAG_REQ = 7301, TAG_ITEM, TAG_BYE };
@@ -192,15 +192,21 @@ static void *dispatcher_main(void *arg)
 {
 	(void)arg;
 	int byes = 0;
-	const struct timespec nap = { 0, 50000 };
+	long nap_ns = 10000;
 	while (byes < cl.size - 1) {
 		int flag = 0;
 		MPI_Status st;
 		MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
 		if (!flag) {
+			/* back off from 10 us to 250 us while nobody asks: items
+			 * take seconds, and each poll costs rank 0's workers */
+			struct timespec nap = { 0, nap_ns };
 			nanosleep(&nap, NULL);
+			if (nap_ns < 250000)
+				nap_ns *= 2;
 			continue;
 		}
+		nap_ns = 10000;
 		double t0 = now_s();
 		unsigned long long dummy;
 		MPI_Recv(&dummy, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD,
@@ -341,11 +347,10 @@ void sp_cluster_allsum_size(size_t *v, size_t n)
 
 int sp_cluster_gather_str(const char *s, char ***parts)
 {
-	size_t len = s != NULL ? strlen(s) : 0;
 	*parts = NULL;
 #ifdef SP_HAVE_MPI
 	if (cl.started && cl.size > 1) {
-		int mylen = (int)len, *lens = NULL, *displs = NULL, rc = 0;
+		int mylen = s != NULL ? (int)strlen(s) : 0, *lens = NULL, *displs = NULL, rc = 0;
 		char *all = NULL;
 		if (cl.rank == 0) {
 			lens = calloc((size_t)cl.size, sizeof *lens);
