@@ -949,6 +949,15 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 			rc = sp_seterr(&res->err, SP_EIO, "%s: cannot open the journal: %s",
 				       jpath, strerror(errno));
 	}
+	if (b.lazy_plan) {
+		/* every rank goes on, or none: a rank that stopped here would
+		 * leave the others waiting in the batch's collectives */
+		int any = rc != 0;
+		sp_cluster_allmax_int(&any, 1);
+		if (any && rc == 0)
+			rc = sp_seterr(&res->err, SP_EINVAL,
+				       "another rank could not start the batch (its message says why)");
+	}
 	if (rc != 0) {
 		for (size_t i = 0; i < nitems; i++) {
 			free_strv(b.state[i].outputs, b.state[i].noutputs);
