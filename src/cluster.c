@@ -1,7 +1,9 @@
 /* A batch over Open MPI ranks: dynamic dispatch from rank 0, collectives for
  * the report.  See cluster.h. */
 #define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
 #include <config.h>
+#endif
 
 #include "cluster.h"
 
