@@ -347,6 +347,72 @@ void sp_cluster_allsum_size(size_t *v, size_t n)
 #endif
 }
 
+int sp_cluster_bcast_items(char ***items, size_t *nitems, int *status)
+{
+#ifdef SP_HAVE_MPI
+	if (!cl.started || cl.size < 2)
+		return 0;
+	/* status, item count, bytes; then the names, each with its NUL */
+	unsigned long long hdr[3] = { (unsigned long long)(long long)*status, *nitems, 0 };
+	char *buf = NULL;
+	if (cl.rank == 0 && *status == 0) {
+		for (size_t i = 0; i < *nitems; i++)
+			hdr[2] += strlen((*items)[i]) + 1;
+		buf = malloc(hdr[2] ? hdr[2] : 1);
+		if (buf == NULL)
+			hdr[0] = (unsigned long long)1; /* rank 0 could not: every rank stops */
+		char *q = buf;
+		for (size_t i = 0; buf != NULL && i < *nitems; i++) {
+			size_t l = strlen((*items)[i]) + 1;
+			memcpy(q, (*items)[i], l);
+			q += l;
+		}
+	}
+	MPI_Bcast(hdr, 3, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+	*status = (int)(long long)hdr[0];
+	if (*status != 0) {
+		free(buf);
+		return 0;
+	}
+	if (cl.rank != 0 && (buf = malloc(hdr[2] ? hdr[2] : 1)) == NULL)
+		return SP_ENOMEM;
+	for (unsigned long long off = 0; off < hdr[2];) {
+		unsigned long long n = hdr[2] - off < (1ULL << 30) ? hdr[2] - off : (1ULL << 30);
+		MPI_Bcast(buf + off, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
+		off += n;
+	}
+	if (cl.rank != 0) {
+		char **v = calloc(hdr[1] ? hdr[1] : 1, sizeof *v);
+		if (v == NULL) {
+			free(buf);
+			return SP_ENOMEM;
+		}
+		const char *q = buf;
+		for (size_t i = 0; i < hdr[1]; i++) {
+			if ((v[i] = strdup(q)) == NULL) {
+				for (size_t k = 0; k < i; k++)
+					free(v[k]);
+				free(v);
+				free(buf);
+				return SP_ENOMEM;
+			}
+			q += strlen(q) + 1;
+		}
+		for (size_t i = 0; *items != NULL && i < *nitems; i++)
+			free((*items)[i]);
+		free(*items);
+		*items = v;
+		*nitems = (size_t)hdr[1];
+	}
+	free(buf);
+#else
+	(void)items;
+	(void)nitems;
+	(void)status;
+#endif
+	return 0;
+}
+
 int sp_cluster_gather_str(const char *s, char ***parts)
 {
 	*parts = NULL;

@@ -58,6 +58,9 @@ double sp_dispatch_mean_request_s(void);
 void sp_cluster_allmax_int(int *v, size_t n);
 void sp_cluster_allsum_size(size_t *v, size_t n);
 void sp_cluster_allmax_double(double *v, size_t n);
+/* Every rank takes rank 0's status and, when it is 0, rank 0's item list
+ * (the others' lists are freed and replaced).  Returns 0 or SP_ENOMEM. */
+int sp_cluster_bcast_items(char ***items, size_t *nitems, int *status);
 /* Rank 0 receives every rank's string (parts[r], malloc'd, parts itself
  * too); other ranks get NULL.  Returns 0 or SP_ENOMEM. */
 int sp_cluster_gather_str(const char *s, char ***parts);

@@ -112,6 +112,8 @@ struct cli {
 
 static int usage_error(const char *fmt, const char *arg)
 {
+	if (sp_cluster_rank() != 0)
+		return EXIT_USAGE; /* MPI: every rank has the same command line; rank 0 says it */
 	fprintf(stderr, "starpipe: ");
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry 'starpipe --help'.\n");
@@ -420,6 +422,7 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	pthread_t sig_thread;
 	int rank0 = sp_cluster_rank() == 0;
 
+	int istatus = 0;
 	if (c->nitems > 0) {
 		items = calloc(c->nitems, sizeof *items);
 		for (nitems = 0; items != NULL && nitems < c->nitems; nitems++)
@@ -427,25 +430,35 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 				break;
 		if (items == NULL || nitems < c->nitems) {
 			fprintf(stderr, "starpipe: out of memory\n");
-			for (size_t i = 0; items != NULL && i < nitems; i++)
-				free(items[i]);
-			free(items);
-			return 1;
+			istatus = 1;
 		}
 	} else if (sp_graph_items(g, &items, &nitems, &err) != 0) {
-		fprintf(stderr, "starpipe: %s\n", err.msg);
-		return err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
+		if (rank0)
+			fprintf(stderr, "starpipe: %s\n", err.msg);
+		istatus = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
+	} else if (nitems == 0) {
+		if (rank0)
+			fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
+				g->file);
+		istatus = EXIT_NO_INPUT;
 	}
-	if (nitems == 0) {
-		fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
-			g->file);
+	/* MPI ranks run rank 0's list, whatever their own globs saw (files
+	 * still arriving, a file system's caches): one batch, one indexing. */
+	if (sp_cluster_size() > 1 && sp_cluster_bcast_items(&items, &nitems, &istatus) != 0) {
+		fprintf(stderr, "starpipe: out of memory sharing the batch's items\n");
+		sp_cluster_abort(1);
+	}
+	if (istatus != 0) {
+		for (size_t i = 0; items != NULL && i < nitems; i++)
+			free(items[i]);
 		free(items);
-		return EXIT_NO_INPUT;
+		return istatus;
 	}
 	/* Output collisions are refused before anything starts, over the whole
 	 * batch: shards of it must not collide with each other either. */
 	if (sp_run_plan_check(g, items, nitems, &err) != 0) {
-		fprintf(stderr, "starpipe: %s\n", err.msg);
+		if (rank0)
+			fprintf(stderr, "starpipe: %s\n", err.msg);
 		status = EXIT_USAGE;
 		goto out;
 	}
@@ -455,12 +468,13 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		size_t mine = nitems / (size_t)c->shard_k +
 			      ((size_t)c->shard_i < nitems % (size_t)c->shard_k);
 		if (mine == 0) {
-			fprintf(stderr, "starpipe: shard %ld/%ld of %zu item(s) is empty\n", c->shard_i,
+			if (rank0)
+				fprintf(stderr, "starpipe: shard %ld/%ld of %zu item(s) is empty\n", c->shard_i,
 				c->shard_k, nitems);
 			status = EXIT_NO_INPUT;
 			goto out;
 		}
-		if (!c->quiet)
+		if (!c->quiet && rank0)
 			fprintf(stderr, "starpipe: shard %ld/%ld: %zu of %zu item(s)\n", c->shard_i,
 				c->shard_k, mine, nitems);
 		ro.shard_i = (size_t)c->shard_i;
@@ -512,7 +526,9 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	}
 	int ret = sp_run(g, items, nitems, &ro, &res);
 	if (ret == SP_EINVAL) {
-		fprintf(stderr, "starpipe: %s\n", res.err.msg);
+		/* every rank refuses alike; the rank with the reason says it */
+		if (rank0 || strncmp(res.err.msg, SP_RUN_OTHER_RANK, strlen(SP_RUN_OTHER_RANK)) != 0)
+			fprintf(stderr, "starpipe: %s\n", res.err.msg);
 		sp_runtime_shutdown();
 		status = EXIT_USAGE;
 		goto out;
@@ -592,7 +608,8 @@ int main(int argc, char **argv)
 	sp_diag_init(&d, c.graph);
 	int ret = sp_graph_load(c.graph, c.vars, c.nvars, &g, &d);
 	if (ret != 0) {
-		sp_diag_print(&d, stderr);
+		if (sp_cluster_rank() == 0) /* MPI: one copy of the diagnostics */
+			sp_diag_print(&d, stderr);
 		sp_diag_free(&d);
 		r = EXIT_USAGE;
 		goto out;

@@ -955,8 +955,8 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		int any = rc != 0;
 		sp_cluster_allmax_int(&any, 1);
 		if (any && rc == 0)
-			rc = sp_seterr(&res->err, SP_EINVAL,
-				       "another rank could not start the batch (its message says why)");
+			rc = sp_seterr(&res->err, SP_EINVAL, "%s (its message says why)",
+				       SP_RUN_OTHER_RANK);
 	}
 	if (rc != 0) {
 		for (size_t i = 0; i < nitems; i++) {

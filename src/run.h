@@ -18,6 +18,9 @@ typedef struct sp_run_opts {
 	int trace;         /* MPI ranks: gather every rank's trace events (res->trace_events) */
 } sp_run_opts_t;
 
+/* The reason an MPI rank gives when another rank refused the batch. */
+#define SP_RUN_OTHER_RANK "another rank could not start the batch"
+
 typedef struct sp_run_result {
 	size_t nok, nfailed, nskipped;
 	size_t ncancelled, nnotrun; /* interrupted while running, or before it started */
