@@ -188,34 +188,45 @@ static void check_problem(const double *R, int64_t N, size_t nchunks, int order)
 	free(wfe);
 }
 
+/* The index arithmetic against the obvious walk: pairs in row-major order,
+ * each run taking ceil(L/4) bytes. */
 static void test_pair_geometry(void **state)
 {
 	(void)state;
 	static const int64_t Ns[] = { 2, 3, 4, 5, 17, 300, 1001 };
 	for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++) {
-		int64_t N = Ns[n], P = jsync_npairs(N);
-		for (int64_t p = 0; p < P; p++) {
-			int64_t i, j, ci, cj;
-			jsk_pair_ij(N, p, &i, &j);
-			jsync_pair_ij(N, p, &ci, &cj);
-			assert_int_equal(i, ci);
-			assert_int_equal(j, cj);
-			assert_int_equal(jsk_pair(N, i, j), p);
-			/* the closed-form offsets against the CPU's byte counts */
-			assert_int_equal(jsk_bytes_before(N, i, j), (int64_t)jsync_choice_bytes(N, 0, p));
-		}
+		int64_t N = Ns[n], p = 0, bytes = 0;
+		for (int64_t i = 0; i < N - 1; i++)
+			for (int64_t j = i + 1; j < N; j++, p++) {
+				int64_t pi, pj;
+				jsk_pair_ij(N, p, &pi, &pj);
+				assert_int_equal(pi, i);
+				assert_int_equal(pj, j);
+				assert_int_equal(jsk_pair(N, i, j), p);
+				assert_int_equal(jsk_bytes_before(N, i, j), bytes);
+				jsk_run_t r = jsk_run(N, p, 0);
+				assert_int_equal(r.L, N - 1 - j);
+				assert_int_equal(r.jk, j + 1 < N ? jsk_pair(N, j, j + 1) : r.jk);
+				assert_int_equal(r.off, bytes);
+				bytes += (N - 1 - j + 3) / 4;
+			}
+		assert_int_equal(p, jsync_npairs(N));
+		assert_int_equal((int64_t)jsync_choice_bytes(N, 0, p), bytes);
 	}
-	/* the largest problems: the closed form at the ends */
+	/* the largest problems: the closed form at the ends of rows */
 	static const int64_t Nl[] = { 65537, JSYNC_MAX_N };
 	for (size_t n = 0; n < 2; n++) {
-		int64_t N = Nl[n], P = jsync_npairs(N);
-		const int64_t ps[] = { 0, 1, N - 2, N - 1, P / 2, P - 2, P - 1 };
-		for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
-			int64_t i, j, ci, cj;
-			jsk_pair_ij(N, ps[k], &i, &j);
-			jsync_pair_ij(N, ps[k], &ci, &cj);
-			assert_int_equal(i, ci);
-			assert_int_equal(j, cj);
+		int64_t N = Nl[n];
+		const int64_t rows[] = { 0, 1, N / 2, N - 3, N - 2 };
+		for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+			int64_t i = rows[k], pi, pj;
+			/* first and last pair of row i */
+			jsk_pair_ij(N, jsk_pair(N, i, i + 1), &pi, &pj);
+			assert_int_equal(pi, i);
+			assert_int_equal(pj, i + 1);
+			jsk_pair_ij(N, jsk_pair(N, i, N - 1), &pi, &pj);
+			assert_int_equal(pi, i);
+			assert_int_equal(pj, N - 1);
 		}
 	}
 }

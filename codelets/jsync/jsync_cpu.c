@@ -1,5 +1,6 @@
 /* J-synchronization CPU kernels and the host-side index helpers of jsync.h. */
 #include "jsync.h"
+#include "jsync_kern.h"
 
 #include <assert.h>
 #include <math.h>
@@ -41,23 +42,10 @@ typedef int64_t vl __attribute__((vector_size(8 * JS_W)));
 #define JS_M2(c) (-(int64_t)(((c) >> 1) & 1))
 #define JS_M3(c) (-(int64_t)((c) & 1))
 
+/* The index arithmetic is jsync_kern.h's, shared with the CUDA kernels. */
 void jsync_pair_ij(int64_t N, int64_t p, int64_t *i, int64_t *j)
 {
-	/* pair(i, i+1) = (2N-i-1) i / 2 is the first pair of row i; invert the
-	 * quadratic in double, then correct the rounding. */
-	double b = (double)(2 * N - 1);
-	int64_t r = (int64_t)((b - sqrt(b * b - 8.0 * (double)p)) / 2.0);
-
-	if (r < 0)
-		r = 0;
-	if (r > N - 2)
-		r = N - 2;
-	while (r > 0 && jsync_pair(N, r, r + 1) > p)
-		r--;
-	while (r < N - 2 && jsync_pair(N, r + 1, r + 2) <= p)
-		r++;
-	*i = r;
-	*j = p - jsync_pair(N, r, r + 1) + r + 1;
+	jsk_pair_ij(N, p, i, j);
 }
 
 /* Triplets in the runs of all pairs before p (0 <= p <= P). */
@@ -75,37 +63,15 @@ static int64_t tri_before(int64_t N, int64_t p)
 	       hi * (hi + 1) / 2 - lo * (lo + 1) / 2;
 }
 
-/* F(L) = sum_{l=0..L} ceil(l/4): choice bytes of runs of lengths 0..L. */
-static int64_t bytes_upto(int64_t L)
-{
-	if (L < 0)
-		return 0;
-	int64_t q = L / 4, r = L % 4;
-	return 2 * q * (q + 1) + r * (q + 1);
-}
-
-/* G(M) = sum_{L=0..M} F(L). */
-static int64_t bytes_upto2(int64_t M)
-{
-	if (M < 0)
-		return 0;
-	int64_t Q = M / 4, R = M % 4;
-	return 8 * (Q - 1) * Q * (Q + 1) / 3 + 3 * Q * (Q + 1) +
-	       (R + 1) * 2 * Q * (Q + 1) + (Q + 1) * R * (R + 1) / 2;
-}
-
 /* Choice bytes of the runs of all pairs before p (0 <= p <= P). */
 static int64_t bytes_before(int64_t N, int64_t p)
 {
 	int64_t i, j;
 
 	if (p >= jsync_npairs(N))
-		return bytes_upto2(N - 2);
-	jsync_pair_ij(N, p, &i, &j);
-	/* Rows i' < i hold runs of lengths N-2-i' .. 0; row i up to j-1 holds
-	 * lengths N-2-i down to N-j. */
-	return bytes_upto2(N - 2) - bytes_upto2(N - 2 - i) +
-	       bytes_upto(N - 2 - i) - bytes_upto(N - 1 - j);
+		return jsk_bytes_upto2(N - 2);
+	jsk_pair_ij(N, p, &i, &j);
+	return jsk_bytes_before(N, i, j);
 }
 
 size_t jsync_choice_bytes(int64_t N, int64_t p0, int64_t p1)

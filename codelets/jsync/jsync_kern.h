@@ -15,7 +15,8 @@
  * operations in the same order (on the device explicit round-to-nearest
  * intrinsics, never contracted into FMA; on the host the project builds
  * with -ffp-contract=off), and wq gathers integer terms, whose sum does not
- * depend on the order.  The block reduction (warp shuffles) stays in the
+ * depend on the order.  The index arithmetic (pairs, runs, byte offsets) is
+ * not a twin but shared: jsync_cpu.c calls it.  The block reduction (warp shuffles) stays in the
  * .cu: it adds integers, which the emulation adds in a plain loop.
  */
 
@@ -51,7 +52,9 @@ JSK_FN int64_t jsk_pair(int64_t N, int64_t i, int64_t j)
 	return (2 * N - i - 1) * i / 2 + j - i - 1;
 }
 
-/* Inverse of jsk_pair: the closed form, corrected for rounding. */
+/* Inverse of jsk_pair: pair(i, i+1) = (2N-i-1) i / 2 is the first pair of
+ * row i; the quadratic is inverted in double, then the rounding corrected.
+ * The CPU code uses it too (jsync_pair_ij). */
 JSK_FN void jsk_pair_ij(int64_t N, int64_t p, int64_t *i, int64_t *j)
 {
 	double b = (double)(2 * N - 1);
@@ -69,7 +72,8 @@ JSK_FN void jsk_pair_ij(int64_t N, int64_t p, int64_t *i, int64_t *j)
 	*j = p - jsk_pair(N, r, r + 1) + r + 1;
 }
 
-/* sum_{l=0..L} ceil(l/4), and its sum over L = 0..M (see jsync_cpu.c). */
+/* F(L) = sum_{l=0..L} ceil(l/4): the choice bytes of runs of lengths
+ * 0..L; and G(M) = sum_{L=0..M} F(L). */
 JSK_FN int64_t jsk_bytes_upto(int64_t L)
 {
 	if (L < 0)
@@ -87,7 +91,9 @@ JSK_FN int64_t jsk_bytes_upto2(int64_t M)
 	       (R + 1) * 2 * Q * (Q + 1) + (Q + 1) * R * (R + 1) / 2;
 }
 
-/* Choice bytes of the runs of pairs before p = (i, j). */
+/* Choice bytes of the runs of pairs before p = (i, j): rows i' < i hold
+ * runs of lengths N-2-i' .. 0; row i up to j-1 holds lengths N-2-i down to
+ * N-j. */
 JSK_FN int64_t jsk_bytes_before(int64_t N, int64_t i, int64_t j)
 {
 	return jsk_bytes_upto2(N - 2) - jsk_bytes_upto2(N - 2 - i) +
