@@ -52,7 +52,6 @@ static struct {
 	pthread_mutex_t req_lock; /* ranks > 0: one request in flight */
 	pthread_t thread;
 	int have_thread;
-	size_t *per_rank;
 	double answer_s; /* rank 0: time spent answering requests */
 	size_t nanswers;
 	double request_s; /* ranks > 0: round trips of requests */
@@ -138,8 +137,6 @@ void sp_cluster_finalize(void)
 		MPI_Finalize();
 	}
 #endif
-	free(cl.per_rank);
-	cl.per_rank = NULL;
 }
 
 void sp_cluster_abort(int code)
@@ -156,14 +153,6 @@ void sp_cluster_local(int *rank, int *size)
 {
 	*rank = cl.local_rank;
 	*size = cl.local_size;
-}
-
-void sp_cluster_barrier(void)
-{
-#ifdef SP_HAVE_MPI
-	if (cl.started)
-		MPI_Barrier(MPI_COMM_WORLD);
-#endif
 }
 
 /* ---- dispatch ---- */
@@ -222,8 +211,6 @@ static void *dispatcher_main(void *arg)
 		size_t i = take_next();
 		unsigned long long reply = i == SIZE_MAX ? ULLONG_MAX : (unsigned long long)i;
 		MPI_Send(&reply, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, TAG_ITEM, MPI_COMM_WORLD);
-		if (i != SIZE_MAX)
-			cl.per_rank[st.MPI_SOURCE]++;
 		cl.answer_s += now_s() - t0;
 		cl.nanswers++;
 	}
@@ -234,6 +221,7 @@ static void *dispatcher_main(void *arg)
 int sp_dispatch_start(size_t nitems, int (*want)(size_t, void *), void *arg, int (*stopped)(void),
 		      sp_err_t *err)
 {
+	(void)err; /* only a thread of MPI's can fail to start */
 	cl.nitems = nitems;
 	atomic_store(&cl.next, 0);
 	cl.want = want;
@@ -241,10 +229,6 @@ int sp_dispatch_start(size_t nitems, int (*want)(size_t, void *), void *arg, int
 	cl.stopped = stopped;
 	cl.answer_s = cl.request_s = 0;
 	cl.nanswers = cl.nrequests = 0;
-	free(cl.per_rank);
-	cl.per_rank = calloc((size_t)cl.size, sizeof *cl.per_rank);
-	if (cl.per_rank == NULL)
-		return sp_seterr(err, SP_ENOMEM, "out of memory");
 	cl.have_thread = 0;
 #ifdef SP_HAVE_MPI
 	if (cl.started && cl.size > 1 && cl.rank == 0) {
@@ -277,13 +261,7 @@ size_t sp_dispatch_next(void)
 		return reply == ULLONG_MAX || reply >= cl.nitems ? SIZE_MAX : (size_t)reply;
 	}
 #endif
-	size_t i = take_next();
-	if (i != SIZE_MAX && cl.per_rank != NULL) {
-		pthread_mutex_lock(&cl.req_lock);
-		cl.per_rank[0]++;
-		pthread_mutex_unlock(&cl.req_lock);
-	}
-	return i;
+	return take_next();
 }
 
 void sp_dispatch_end(void)
@@ -301,8 +279,6 @@ void sp_dispatch_end(void)
 #endif
 }
 
-const size_t *sp_dispatch_per_rank(void) { return cl.per_rank; }
-
 double sp_dispatch_mean_answer_s(void) { return cl.nanswers ? cl.answer_s / (double)cl.nanswers : 0.0; }
 
 double sp_dispatch_mean_request_s(void)
@@ -312,40 +288,19 @@ double sp_dispatch_mean_request_s(void)
 
 /* ---- collectives ---- */
 
-void sp_cluster_allmax_int(int *v, size_t n)
-{
 #ifdef SP_HAVE_MPI
+static void allreduce(void *v, size_t n, MPI_Datatype type, MPI_Op op)
+{
 	if (cl.started && cl.size > 1 && n > 0)
-		MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-#else
-	(void)v;
-	(void)n;
-#endif
+		MPI_Allreduce(MPI_IN_PLACE, v, (int)n, type, op, MPI_COMM_WORLD);
 }
+#define ALLREDUCE(v, n, type, op) allreduce((v), (n), (type), (op))
+#else
+#define ALLREDUCE(v, n, type, op) ((void)(v), (void)(n))
+#endif
 
-void sp_cluster_allmax_double(double *v, size_t n)
-{
-#ifdef SP_HAVE_MPI
-	if (cl.started && cl.size > 1 && n > 0)
-		MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-#else
-	(void)v;
-	(void)n;
-#endif
-}
-
-void sp_cluster_allsum_size(size_t *v, size_t n)
-{
-#ifdef SP_HAVE_MPI
-	if (cl.started && cl.size > 1 && n > 0) {
-		_Static_assert(sizeof(size_t) == sizeof(unsigned long), "size_t is unsigned long");
-		MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
-	}
-#else
-	(void)v;
-	(void)n;
-#endif
-}
+void sp_cluster_allmax_int(int *v, size_t n) { ALLREDUCE(v, n, MPI_INT, MPI_MAX); }
+void sp_cluster_allmax_double(double *v, size_t n) { ALLREDUCE(v, n, MPI_DOUBLE, MPI_MAX); }
 
 int sp_cluster_bcast_items(char ***items, size_t *nitems, int *status)
 {

@@ -28,7 +28,6 @@ int sp_cluster_rank(void);
 int sp_cluster_size(void);
 /* This rank's host name (for the report). */
 const char *sp_cluster_host(void);
-void sp_cluster_barrier(void);
 /* This rank's place among the ranks on its node (MPI_COMM_TYPE_SHARED);
  * 0 of 1 without MPI. */
 void sp_cluster_local(int *rank, int *size);
@@ -44,9 +43,7 @@ int sp_dispatch_start(size_t nitems, int (*want)(size_t i, void *arg), void *arg
 		      int (*stopped)(void), sp_err_t *err);
 size_t sp_dispatch_next(void);
 void sp_dispatch_end(void);
-/* Items handed out so far to each rank (rank 0's view; size entries), and
- * the dispatcher's mean time to answer a request, in seconds (rank 0). */
-const size_t *sp_dispatch_per_rank(void);
+/* The dispatcher's mean time to answer a request, in seconds (rank 0). */
 double sp_dispatch_mean_answer_s(void);
 /* A rank > 0's mean round trip of a request (send, wait, answer), in
  * seconds, over every request but the first (which also waits for rank 0
@@ -54,9 +51,8 @@ double sp_dispatch_mean_answer_s(void);
 double sp_dispatch_mean_request_s(void);
 
 /* ---- collectives (every rank calls them, in the same order) ---- */
-/* Element-wise max / sum over ranks, result on every rank. */
+/* Element-wise max over ranks, result on every rank. */
 void sp_cluster_allmax_int(int *v, size_t n);
-void sp_cluster_allsum_size(size_t *v, size_t n);
 void sp_cluster_allmax_double(double *v, size_t n);
 /* Every rank takes rank 0's status and, when it is 0, rank 0's item list
  * (the others' lists are freed and replaced).  Returns 0 or SP_ENOMEM. */

@@ -980,7 +980,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			plan_item(&b, &b.state[i]);
 	if ((rc = sp_dispatch_start(nitems, want_item, &b, batch_stopped, &res->err)) != 0) {
-		/* only when a thread or a few bytes cannot be had: end the job */
+		/* only when the dispatcher thread cannot start: end the job */
 		fprintf(stderr, "starpipe: %s\n", res->err.msg);
 		abort();
 	}

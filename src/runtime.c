@@ -682,6 +682,22 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 
 double sp_runtime_t0_wall(void) { return rt.t0_wall; }
 
+/* A metadata event naming a process (tid < 0) or one of its threads. */
+static void trace_meta(sp_json_t *j, const char *what, int pid, int tid, const char *label)
+{
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "name", what);
+	sp_json_kv_str(j, "ph", "M");
+	sp_json_kv_int(j, "pid", pid);
+	if (tid >= 0)
+		sp_json_kv_int(j, "tid", tid);
+	sp_json_key(j, "args");
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "name", label);
+	sp_json_end_object(j);
+	sp_json_end_object(j);
+}
+
 char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
 {
 	unsigned nw = starpu_worker_get_count();
@@ -691,29 +707,11 @@ char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
 	if (j == NULL)
 		return NULL;
 	sp_json_begin_array(j);
-	if (label != NULL) {
-		sp_json_begin_object(j);
-		sp_json_kv_str(j, "name", "process_name");
-		sp_json_kv_str(j, "ph", "M");
-		sp_json_kv_int(j, "pid", pid);
-		sp_json_key(j, "args");
-		sp_json_begin_object(j);
-		sp_json_kv_str(j, "name", label);
-		sp_json_end_object(j);
-		sp_json_end_object(j);
-	}
+	if (label != NULL)
+		trace_meta(j, "process_name", pid, -1, label);
 	for (unsigned w = 0; w < nw; w++) {
 		starpu_worker_get_name((int)w, name, sizeof name);
-		sp_json_begin_object(j);
-		sp_json_kv_str(j, "name", "thread_name");
-		sp_json_kv_str(j, "ph", "M");
-		sp_json_kv_int(j, "pid", pid);
-		sp_json_kv_int(j, "tid", w);
-		sp_json_key(j, "args");
-		sp_json_begin_object(j);
-		sp_json_kv_str(j, "name", name);
-		sp_json_end_object(j);
-		sp_json_end_object(j);
+		trace_meta(j, "thread_name", pid, (int)w, name);
 	}
 	pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; i < rt.nrec; i++) {
