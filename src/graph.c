@@ -1081,13 +1081,32 @@ typedef struct {
 
 #define NOT_CONNECTED SIZE_MAX
 
-static const char *const stage_keys[] = { "uses", "with", "in", "priority" };
+static const char *const stage_keys[] = { "uses", "with", "in", "priority", "tile", "where" };
 
-/* The stage's kind, params and priority. */
+/* An optional integer key of a stage body (priority, tile) into *out. */
+static void stage_int_key(ctx_t *c, yaml_node_t *body, const char *key, const char *sn,
+			  double min, double max, int *out)
+{
+	const sp_param_spec_t spec = { key, SP_PT_INT, "0", min, max, NULL, NULL };
+	yaml_node_t *v = map_get(c, body, key);
+	char msg[192];
+
+	if (v == NULL)
+		return;
+	if (v->type != YAML_SCALAR_NODE)
+		sp_diag_add(c->d, loc_of(v), "%s of stage '%s' must be an integer, got %s", key, sn,
+			    type_name(v));
+	else if (sp_param_check(&spec, sval(v), msg, sizeof msg) != 0)
+		sp_diag_add(c->d, loc_of(v), "%s of stage '%s': %s", key, sn, msg);
+	else
+		*out = (int)sp_param_int(sval(v));
+}
+
+/* The stage's kind, params, priority, tile and where. */
 static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 {
 	char sname[SP__NAME_MAX + 4];
-	yaml_node_t *body = ts->val, *uses, *with, *prio;
+	yaml_node_t *body = ts->val, *uses, *with, *where;
 	const sp_stage_kind_t *kind;
 	char buf[160], what[192];
 	const char *sn = clipn_to(sname, st->name, strlen(st->name));
@@ -1099,7 +1118,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		return;
 	}
 	snprintf(buf, sizeof buf, " in stage '%s'", sn);
-	check_allowed(c, body, stage_keys, 4, "key", buf);
+	check_allowed(c, body, stage_keys, 6, "key", buf);
 	uses = map_get(c, body, "uses");
 	if (uses == NULL) {
 		sp_diag_add(c->d, st->loc, "stage '%s' has no 'uses:' (the stage kind)", sn);
@@ -1139,20 +1158,37 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	for (size_t i = 0; i < kind->ninputs; i++)
 		st->inputs[i].stage = NOT_CONNECTED;
 
-	prio = map_get(c, body, "priority");
-	if (prio != NULL) {
-		static const sp_param_spec_t spec = { "priority", SP_PT_INT, "0", -1000000,
-						      1000000, NULL, NULL };
+	stage_int_key(c, body, "priority", sn, -1000000, 1000000, &st->priority);
+	stage_int_key(c, body, "tile", sn, 0, 100000000, &st->tile);
+	if (st->tile != 0 && kind->tile == NULL) {
+		sp_diag_add(c->d, loc_of(map_get(c, body, "tile")),
+			    "stage '%s' cannot tile: '%s' runs as one task per item", sn, kind->name);
+		st->tile = 0;
+	}
+	where = map_get(c, body, "where");
+	if (where != NULL) {
+		static const sp_param_spec_t spec = { "where", SP_PT_ENUM, "any", 0, -1,
+						      "any|cpu|cuda", NULL };
 		char msg[192];
 
-		if (prio->type != YAML_SCALAR_NODE)
-			sp_diag_add(c->d, loc_of(prio),
-				    "priority of stage '%s' must be an integer, got %s", sn,
-				    type_name(prio));
-		else if (sp_param_check(&spec, sval(prio), msg, sizeof msg) != 0)
-			sp_diag_add(c->d, loc_of(prio), "priority of stage '%s': %s", sn, msg);
-		else
-			st->priority = (int)sp_param_int(sval(prio));
+		if (where->type != YAML_SCALAR_NODE)
+			sp_diag_add(c->d, loc_of(where),
+				    "'where' of stage '%s' must be any, cpu or cuda, got %s", sn,
+				    type_name(where));
+		else if (sp_param_check(&spec, sval(where), msg, sizeof msg) != 0)
+			sp_diag_add(c->d, loc_of(where), "'where' of stage '%s': %s", sn, msg);
+		else if (strcmp(sval(where), "any") != 0) {
+			unsigned w = strcmp(sval(where), "cpu") == 0 ? SP_IMPL_CPU : SP_IMPL_CUDA;
+
+			if ((kind->impl & w) == 0)
+				sp_diag_add(c->d, loc_of(where),
+					    "stage '%s' cannot run on %s: '%s' has no %s "
+					    "implementation%s",
+					    sn, sval(where), kind->name, w == SP_IMPL_CPU ? "CPU" : "CUDA",
+					    w == SP_IMPL_CUDA ? " in this build" : "");
+			else
+				st->where = w;
+		}
 	}
 
 	with = map_get(c, body, "with");

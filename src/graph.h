@@ -65,6 +65,8 @@ typedef struct sp_gstage {
 	const sp_stage_kind_t *kind;
 	sp_loc_t loc;
 	int priority;        /* `priority:`, default 0; higher runs first */
+	int tile;            /* `tile:`, tasks the stage splits into; 0: the kind's default */
+	unsigned where;      /* `where:` as SP_IMPL_* bits; 0: any worker */
 	sp_gparam_t *params; /* kind->nparams entries, in spec order */
 	sp_ginput_t *inputs; /* kind->ninputs entries, in spec order */
 } sp_gstage_t;

@@ -57,6 +57,7 @@ typedef struct sp_taskctx {
 	const char *kernel; /* codelet name, e.g. "jsync_matvec" */
 	int stage_index;
 	int priority;
+	int32_t where; /* StarPU worker mask of the stage's `where:`; -1: the codelet's */
 } sp_taskctx_t;
 
 /* Returns a context for tasks of `kernel` in the current stage; it lives as
@@ -84,7 +85,8 @@ void sp_task_join(struct starpu_task **task);
 /* The starpu_task_insert() arguments every starpipe task carries. */
 #define SP_TASK_ARGS(ctx)                                           \
 	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),  \
-		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority
+		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority,  \
+		STARPU_EXECUTE_WHERE, (unsigned long long)(long long)(ctx)->where
 
 /* Registers `path` as an output of the item and returns, in *tmp, the
  * temporary file to write it into (see sp_outset_add() in fsutil.h).  The

@@ -315,6 +315,8 @@ static int cmd_list(void)
 			printf("  parameters:\n");
 			print_params(k[i]->params, k[i]->nparams);
 		}
+		if (k[i]->tile != NULL)
+			printf("  tile: %s\n", k[i]->tile);
 		for (size_t p = 0; p < k[i]->ninputs; p++)
 			printf("  in  %-12s %s\n", k[i]->inputs[p].name, k[i]->inputs[p].type);
 		for (size_t p = 0; p < k[i]->noutputs; p++)

@@ -106,6 +106,11 @@ sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const c
 	n->ctx.kernel = kernel;
 	n->ctx.stage_index = (int)(stage - item->g->stages);
 	n->ctx.priority = stage->priority;
+	n->ctx.where = -1;
+	if (stage->where == SP_IMPL_CPU)
+		n->ctx.where = STARPU_CPU;
+	else if (stage->where == SP_IMPL_CUDA)
+		n->ctx.where = STARPU_CUDA;
 	pthread_mutex_lock(&item->lock);
 	n->next = item->ctxs;
 	item->ctxs = n;
@@ -930,6 +935,12 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	}
 	if (rc == 0)
 		rc = check_collisions(items, outs, nouts, nitems, &res->err);
+	for (size_t s = 0; rc == 0 && s < g->nstages; s++)
+		if (g->stages[s].where == SP_IMPL_CUDA && sp_runtime_ncuda_workers() == 0)
+			rc = sp_seterr(&res->err, SP_EINVAL,
+				       "%s:%d: stage '%s' says 'where: cuda' but this run has no CUDA "
+				       "worker (no GPU found, or ncuda is 0)",
+				       g->file, g->stages[s].loc.line, g->stages[s].name);
 	for (size_t i = 0; i < nitems; i++) {
 		b.state[i].outputs = outs != NULL ? outs[i] : NULL;
 		b.state[i].noutputs = nouts != NULL ? nouts[i] : 0;

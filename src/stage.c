@@ -21,13 +21,19 @@
 
 extern const sp_stage_kind_t sp_jsync_read_kind, sp_jsync_triplets_kind,
 	sp_jsync_power_kind, sp_jsync_write_kind, sp_desi_psf_kind, sp_desi_image_kind,
-	sp_desi_extract_kind, sp_desi_write_kind, sp_apple_read_kind, sp_apple_pick_kind,
-	sp_apple_write_kind;
+	sp_desi_extract_kind, sp_desi_write_kind, sp_apple_read_kind, sp_apple_preprocess_kind,
+	sp_apple_score_kind, sp_apple_train_kind, sp_apple_classify_kind, sp_apple_morphology_kind,
+	sp_apple_pick_kind, sp_apple_write_kind;
 
 /* Sorted by name: sp_stage_find() relies on it. */
 static const sp_stage_kind_t *const kinds[] = {
+	&sp_apple_classify_kind,
+	&sp_apple_morphology_kind,
 	&sp_apple_pick_kind,
+	&sp_apple_preprocess_kind,
 	&sp_apple_read_kind,
+	&sp_apple_score_kind,
+	&sp_apple_train_kind,
 	&sp_apple_write_kind,
 	&sp_desi_extract_kind,
 	&sp_desi_image_kind,

@@ -87,9 +87,19 @@ typedef struct sp_stage_kind {
 	const sp_port_spec_t *outputs;
 	size_t noutputs;
 	unsigned impl; /* SP_IMPL_* bits compiled into this build */
+	const char *tile; /* what the graph's `tile:` counts, and its default;
+			   * NULL: the kind does not tile */
 	sp_stage_run_fn run;
 	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
 } sp_stage_kind_t;
+
+/* A kind's spec arrays with their lengths, for its designated initialiser:
+ * `SP_KIND_PARAMS(my_params), SP_KIND_INPUTS(my_inputs), ...` (the lengths
+ * are never typed by hand). */
+#define SP__NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+#define SP_KIND_PARAMS(a) .params = (a), .nparams = SP__NELEMS(a)
+#define SP_KIND_INPUTS(a) .inputs = (a), .ninputs = SP__NELEMS(a)
+#define SP_KIND_OUTPUTS(a) .outputs = (a), .noutputs = SP__NELEMS(a)
 
 /* All registered kinds, sorted by name; *n receives their number. */
 const sp_stage_kind_t *const *sp_stage_kinds(size_t *n);

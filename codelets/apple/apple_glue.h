@@ -26,7 +26,7 @@ typedef struct apple_picks_val {
 	int maxpick;
 	int npick;     /* written by the pick task (read after the handle) */
 	starpu_data_handle_t h; /* xy, and npick's ordering */
-	struct apple_job *job;
+	struct apple_job *job;  /* the stages' shared job (a reference) */
 } apple_picks_val_t;
 
 #endif /* SP_APPLE_GLUE_H */

@@ -1,4 +1,5 @@
-/* StarPU glue of apple.pick: preprocess, query scores and classification split into tasks, morphology and picks. */
+/* StarPU glue of the APPLE stages: preprocess, score, train, classify, morphology, pick. */
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,22 +11,33 @@
 #endif
 
 /*
- * DESIGN: one micrograph becomes
- *   prepare (preprocess, moments, reference windows and their spectra)
- *   -> K score tasks over ranges of query windows (the heavy FFT part),
- *      each writing its rows of the response cube, a partition of it
- *   -> train (threshold, score map, training set, SVM; CPU: libsvm)
- *   -> K classify tasks over ranges of window rows (a partition of seg)
- *   -> morph (hole filling, erosions, component filter)
- *   -> pick (centres, overlap removal, original coordinates; CPU).
- * prepare, score, classify and morph have CPU and CUDA implementations
- * (apple_cpu.c, apple_cuda.cu) giving the same bits but for the score's
- * transforms (see apple.h), so StarPU's scheduler may put any task on any
- * worker.  The trained classifier lives in the job (its scalars, read by
- * both implementations) and, packed, in a registered vector that StarPU
- * moves to the GPU for the CUDA classification.  FFTW plans (CPU) and
- * cuFFT plan sets (CUDA) are made once per worker and size, serialised,
- * and reused; GPU scratch comes from the stream-ordered pool.
+ * DESIGN: one micrograph flows through six graph stages, each a codelet
+ * with CPU and CUDA functions but train and pick (see below):
+ *   apple.preprocess  margins, crop, bicubic x2, low-pass, window moments,
+ *                     reference windows and their spectra (one task)
+ *   apple.score       `tile` tasks over ranges of query windows (the heavy
+ *                     FFT part), each writing its rows of the response
+ *                     cube, an asynchronous partition of it
+ *   apple.train       threshold, score map, training set, SVM (CPU: libsvm)
+ *   apple.classify    `tile` tasks over ranges of window rows (a partition
+ *                     of the segmentation); retrains as ASPIRE does when the
+ *                     whole micrograph comes out one class
+ *   apple.morphology  hole filling, erosions, component filter
+ *   apple.pick        centres, overlap removal, original coordinates (CPU)
+ * The stages share one job: the sizes derived from the parameters, and the
+ * registered buffers that carry the dependencies between the stages' tasks
+ * (StarPU's implicit data dependencies: a stage's run() only submits, it
+ * never waits, but for classify's retrain test).  Every value holds a
+ * reference to the job; the last one freed unregisters its buffers.  CPU and
+ * CUDA functions give the same bits but for the score's transforms (see
+ * apple.h), so StarPU's scheduler may put any task on any worker.  The
+ * trained classifier lives in the job (its scalars, read by both
+ * implementations) and, packed, in a registered vector that StarPU moves to
+ * the GPU for the CUDA classification.  FFTW plans (CPU) and cuFFT plan sets
+ * (CUDA) are made once per worker and size, serialised, and reused; GPU
+ * scratch comes from the stream-ordered pool.  Training stays on the CPU:
+ * libsvm's SMO solver is sequential and takes 0.4 % of a micrograph's
+ * busy time (doc/apple.md).
  */
 
 struct apple_job {
@@ -42,10 +54,20 @@ struct apple_job {
 	int maxsv;
 	apple_svm_t *svm;
 	starpu_data_handle_t him, hmean, hstd, hspec, hresp, hseg, hmorph, hsvc;
-	struct apple_task_arg *args;
-	sp_taskctx_t *ctx_prep, *ctx_score, *ctx_train, *ctx_class, *ctx_morph, *ctx_pick;
+	starpu_data_handle_t *hresp_parts, *hseg_parts; /* partition plans */
+	struct apple_task_arg *args, *next_arg;
+	int nargs;
+	int refs;         /* values pointing at the job */
 	apple_picks_val_t *picks;
+	const char *path; /* the micrograph's, borrowed from its value */
 };
+
+/* Port types "apple.image", "apple.scores", "apple.classifier",
+ * "apple.segmentation" and "apple.mask": the job, at the stage that made it. */
+typedef struct apple_job_val {
+	sp_value_t base;
+	struct apple_job *job;
+} apple_job_val_t;
 
 /* Retraining rounds when the segmentation comes out uniform. */
 #define APPLE_MAX_RETRAIN 8
@@ -399,10 +421,14 @@ SP__APPLE_CL(classify, SP__APPLE_CUDA(classify_cuda), 4, STARPU_R, STARPU_R, STA
 SP__APPLE_CL(morph, SP__APPLE_CUDA(morph_cuda), 2, STARPU_R, STARPU_W);
 SP__APPLE_CL(pick, , 2, STARPU_R, STARPU_W);
 
-static void job_free(struct apple_job *j)
+static void job_unref(struct apple_job *j)
 {
-	if (j == NULL)
+	if (j == NULL || --j->refs > 0)
 		return;
+	if (j->hresp_parts != NULL)
+		starpu_data_partition_clean(j->hresp, (unsigned)j->k_score, j->hresp_parts);
+	if (j->hseg_parts != NULL)
+		starpu_data_partition_clean(j->hseg, (unsigned)j->k_class, j->hseg_parts);
 	starpu_data_handle_t hs[] = { j->him,  j->hmean,  j->hstd, j->hspec,
 				      j->hresp, j->hseg, j->hmorph, j->hsvc };
 	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
@@ -416,6 +442,8 @@ static void job_free(struct apple_job *j)
 	starpu_free(j->seg);
 	starpu_free(j->morph);
 	starpu_free(j->svc);
+	free(j->hresp_parts);
+	free(j->hseg_parts);
 	free(j->ref);
 	free(j->score);
 	free(j->qb);
@@ -425,12 +453,33 @@ static void job_free(struct apple_job *j)
 	free(j);
 }
 
+static void job_val_free(sp_value_t *v)
+{
+	apple_job_val_t *jv = (apple_job_val_t *)v;
+	job_unref(jv->job);
+	free(jv);
+}
+
+/* A new value of port type `type` holding a reference to j, in *out. */
+static int job_val(struct apple_job *j, const char *type, sp_value_t **out)
+{
+	apple_job_val_t *jv = calloc(1, sizeof *jv);
+	if (jv == NULL)
+		return SP_ENOMEM;
+	jv->base.type = type;
+	jv->base.free_cb = job_val_free;
+	jv->job = j;
+	j->refs++;
+	*out = &jv->base;
+	return 0;
+}
+
 static void picks_free(sp_value_t *v)
 {
 	apple_picks_val_t *pv = (apple_picks_val_t *)v;
 	if (pv->h != NULL)
 		starpu_data_unregister(pv->h);
-	job_free(pv->job);
+	job_unref(pv->job);
 	starpu_free(pv->xy);
 	free(pv);
 }
@@ -452,25 +501,82 @@ static int alloc_reg(starpu_data_handle_t *h, void **buf, size_t n, size_t elem)
 	return 0;
 }
 
-static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
-		    sp_value_t **out)
+/* Plans the partition of vector h into the ranges b[0..k] of `unit`
+ * elements each; the children go to *parts.  Returns 0 or SP_ENOMEM. */
+static int plan_parts(starpu_data_handle_t h, const int *b, int k, int unit,
+		      starpu_data_handle_t **parts)
+{
+	uint32_t *len = malloc((size_t)k * sizeof *len);
+	*parts = calloc((size_t)k, sizeof **parts);
+	if (len == NULL || *parts == NULL) {
+		free(len);
+		free(*parts);
+		*parts = NULL;
+		return SP_ENOMEM;
+	}
+	for (int i = 0; i < k; i++)
+		len[i] = (uint32_t)((b[i + 1] - b[i]) * unit);
+	struct starpu_data_filter f = { .filter_func = starpu_vector_filter_list,
+					.nchildren = (unsigned)k, .filter_arg_ptr = len };
+	starpu_data_partition_plan(h, &f, *parts);
+	free(len);
+	return 0;
+}
+
+/* The argument of the job's next task, for the stage's ctx over [lo, hi);
+ * counted as submitted. */
+static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, int lo, int hi)
+{
+	struct apple_task_arg *a = j->next_arg++;
+	assert(a < j->args + j->nargs);
+	a->job = j;
+	a->ctx = ctx;
+	a->lo = lo;
+	a->hi = hi;
+	sp_taskctx_submitting(ctx);
+	return a;
+}
+
+/* Submits a task of cl for the stage's ctx over [lo, hi); `...` are its
+ * data arguments.  The argument lives in the job. */
+#define APPLE_SUBMIT(j, cl, ctx, lo, hi, ...)                                            \
+	starpu_task_insert(&(cl), __VA_ARGS__, STARPU_CL_ARGS_NFREE, next_arg(j, ctx, lo, hi), \
+			   sizeof(struct apple_task_arg), SP_TASK_ARGS(ctx), 0)
+
+/* The job behind a stage's input value. */
+static struct apple_job *in_job(sp_value_t *const *in)
+{
+	return ((apple_job_val_t *)in[0])->job;
+}
+
+/* Tasks a tiled stage splits into: its `tile:`, else 4 per worker; at most n. */
+static int tiles(const sp_gstage_t *st, int n)
+{
+	int k = st->tile > 0 ? st->tile : 4 * (int)sp_item_nworkers();
+	if (k < 1)
+		k = 1;
+	return k < n ? k : n;
+}
+
+static int submit_failed(struct apple_job *j, sp_item_t *item, int ret)
+{
+	return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
+			     j->path, ret);
+}
+
+static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			  sp_value_t **out)
 {
 	sp_status_t *status = sp_item_status(item);
 	apple_mic_val_t *m = (apple_mic_val_t *)in[0];
-	apple_picks_val_t *pv = calloc(1, sizeof *pv);
 	struct apple_job *j = calloc(1, sizeof *j);
 	sp_err_t err = { 0 };
 
-	if (pv == NULL || j == NULL) {
-		free(pv);
+	if (j == NULL || job_val(j, "apple.image", out) != 0) {
 		free(j);
 		return SP_ENOMEM;
 	}
-	pv->base.type = "apple.picks";
-	pv->base.free_cb = picks_free;
-	pv->job = j;
-	j->picks = pv;
-	*out = &pv->base;
+	j->path = m->path;
 
 #define P(name) ((int)sp_param_int(sp_gstage_param(st, name)->text))
 	apple_params_t *p = &j->p;
@@ -483,33 +589,25 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	p->tau2 = P("tau2");
 	p->container_size = P("container_size");
 	p->fix_quirks = sp_param_bool(sp_gstage_param(st, "fix_quirks")->text);
-	int ntasks = P("tasks");
 #undef P
 	apple_params_defaults(p);
-	pv->params = *p;
 	j->ny = m->hdr.ny;
 	j->nx = m->hdr.nx;
 	if (apple_params_derive(p, j->ny, j->nx, &j->s, &err) != 0)
 		return sp_status_set(status, err.code ? err.code : SP_EINVAL, "%s: %s", m->path, err.msg);
 	const apple_sizes_t *s = &j->s;
 	int nquery = s->gy * s->gx;
-	int k = ntasks > 0 ? ntasks : 4 * (int)sp_item_nworkers();
-	j->k_score = k < nquery ? k : nquery;
-	j->k_class = k < s->nw ? k : s->nw;
-	j->qb = malloc((size_t)(j->k_score + 1) * sizeof *j->qb);
-	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
 	j->ref = malloc((size_t)s->nref * 2 * sizeof *j->ref);
 	j->score = malloc((size_t)nquery * sizeof *j->score);
-	j->args = calloc((size_t)(j->k_score + (j->k_class + 1) * (APPLE_MAX_RETRAIN + 1) + 3),
-			 sizeof *j->args);
-	/* At most one pick per window row and column pair is impossible to
-	 * exceed: bound by the windows of the minimum particle. */
-	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
+	/* task arguments: prepare, the score and classify tiles (at most one
+	 * per query window and per row), a train per attempt, morph, pick */
+	j->nargs = 3 + nquery + (s->nw + 1) * (APPLE_MAX_RETRAIN + 1);
+	j->args = j->next_arg = calloc((size_t)j->nargs, sizeof *j->args);
 	/* support vectors <= training examples <= (n / q)^2 blocks */
 	j->maxsv = (s->n / s->query) * (s->n / s->query);
 	if (j->maxsv < 1)
 		j->maxsv = 1;
-	if (!j->qb || !j->rb || !j->ref || !j->score || !j->args ||
+	if (!j->ref || !j->score || !j->args ||
 	    alloc_reg(&j->him, (void **)&j->im, (size_t)s->n * s->n, sizeof(double)) ||
 	    alloc_reg(&j->hmean, (void **)&j->mean, (size_t)s->nw * s->nw, sizeof(double)) ||
 	    alloc_reg(&j->hstd, (void **)&j->std, (size_t)s->nw * s->nw, sizeof(double)) ||
@@ -518,72 +616,104 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	    alloc_reg(&j->hresp, (void **)&j->resp, (size_t)nquery * s->nref, sizeof(double)) ||
 	    alloc_reg(&j->hseg, (void **)&j->seg, (size_t)s->nw * s->nw, 1) ||
 	    alloc_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nw * s->nw, 1) ||
-	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double)) ||
-	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)))
+	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double)))
 		return sp_status_set(status, SP_ENOMEM, "%s: out of memory", m->path);
+
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_prepare");
+	if (ctx == NULL)
+		return SP_ENOMEM;
+	int ret = APPLE_SUBMIT(j, prepare_cl, ctx, 0, 0, STARPU_R, m->h, STARPU_W, j->him, STARPU_W,
+			       j->hmean, STARPU_W, j->hstd, STARPU_W, j->hspec);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* Tiles over query windows, each writing its rows of the response cube; the
+ * cube is gathered (asynchronously) for the training. */
+static int score_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	struct apple_job *j = in_job(in);
+	const apple_sizes_t *s = &j->s;
+	int nquery = s->gy * s->gx, ret = 0;
+
+	if (job_val(j, "apple.scores", out) != 0)
+		return SP_ENOMEM;
+	if (sp_status_failed(sp_item_status(item)))
+		return 0;
+	j->k_score = tiles(st, nquery);
+	j->qb = malloc((size_t)(j->k_score + 1) * sizeof *j->qb);
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_score");
+	if (j->qb == NULL || ctx == NULL)
+		return SP_ENOMEM;
 	split(nquery, j->k_score, j->qb);
-	split(s->nw, j->k_class, j->rb);
-
-	j->ctx_prep = sp_item_taskctx(item, st, "apple_prepare");
-	j->ctx_score = sp_item_taskctx(item, st, "apple_score");
-	j->ctx_train = sp_item_taskctx(item, st, "apple_train");
-	j->ctx_class = sp_item_taskctx(item, st, "apple_classify");
-	j->ctx_morph = sp_item_taskctx(item, st, "apple_morph");
-	j->ctx_pick = sp_item_taskctx(item, st, "apple_pick");
-	if (!j->ctx_prep || !j->ctx_score || !j->ctx_train || !j->ctx_class || !j->ctx_morph ||
-	    !j->ctx_pick)
+	if (plan_parts(j->hresp, j->qb, j->k_score, s->nref, &j->hresp_parts) != 0)
 		return SP_ENOMEM;
+	starpu_data_partition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts);
+	for (int i = 0; i < j->k_score && ret == 0; i++)
+		ret = APPLE_SUBMIT(j, score_cl, ctx, j->qb[i], j->qb[i + 1], STARPU_R, j->him, STARPU_R,
+				   j->hspec, STARPU_W, j->hresp_parts[i]);
+	starpu_data_unpartition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts, STARPU_MAIN_RAM);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
 
-	struct apple_task_arg *a = j->args;
+static int submit_train(struct apple_job *j, sp_taskctx_t *ctx)
+{
+	return APPLE_SUBMIT(j, train_cl, ctx, 0, 0, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W,
+			    j->hsvc);
+}
+
+static int train_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	struct apple_job *j = in_job(in);
+
+	if (job_val(j, "apple.classifier", out) != 0)
+		return SP_ENOMEM;
+	if (sp_status_failed(sp_item_status(item)))
+		return 0;
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_train");
+	if (ctx == NULL)
+		return SP_ENOMEM;
+	int ret = submit_train(j, ctx);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* Tiles over window rows, each writing its rows of the segmentation.  As
+ * ASPIRE, when the whole micrograph comes out one class the classifier is
+ * retrained with a larger tau and the rows classified again (bounded here;
+ * ASPIRE's loop is not): the test reads the segmentation, so this stage
+ * waits for its tasks. */
+static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			sp_value_t **out)
+{
+	sp_status_t *status = sp_item_status(item);
+	struct apple_job *j = in_job(in);
+	const apple_sizes_t *s = &j->s;
 	int ret = 0;
-#define SUBMIT(cl, ctxp, ...)                                                              \
-	do {                                                                               \
-		a->job = j;                                                                \
-		a->ctx = (ctxp);                                                           \
-		if (ret == 0) {                                                            \
-			sp_taskctx_submitting(a->ctx);                                     \
-			ret = starpu_task_insert(&cl, __VA_ARGS__, STARPU_CL_ARGS_NFREE, a, \
-						 sizeof *a, SP_TASK_ARGS(a->ctx), 0);      \
-		}                                                                          \
-		a++;                                                                       \
-	} while (0)
 
-	SUBMIT(prepare_cl, j->ctx_prep, STARPU_R, m->h, STARPU_W, j->him, STARPU_W, j->hmean, STARPU_W,
-	       j->hstd, STARPU_W, j->hspec);
-
-	/* Score tasks write their query rows of the response cube. */
-	uint32_t *len = malloc((size_t)(j->k_score > j->k_class ? j->k_score : j->k_class) * sizeof *len);
-	if (len == NULL)
+	if (job_val(j, "apple.segmentation", out) != 0)
 		return SP_ENOMEM;
-	for (int i = 0; i < j->k_score; i++)
-		len[i] = (uint32_t)((j->qb[i + 1] - j->qb[i]) * s->nref);
-	struct starpu_data_filter fq = { .filter_func = starpu_vector_filter_list,
-					 .nchildren = (unsigned)j->k_score, .filter_arg_ptr = len };
-	starpu_data_partition(j->hresp, &fq);
-	for (int i = 0; i < j->k_score; i++) {
-		a->lo = j->qb[i];
-		a->hi = j->qb[i + 1];
-		SUBMIT(score_cl, j->ctx_score, STARPU_R, j->him, STARPU_R, j->hspec, STARPU_W,
-		       starpu_data_get_sub_data(j->hresp, 1, i));
-	}
-	/* Gathering the cube waits for the score tasks (this item's driver only). */
-	starpu_data_unpartition(j->hresp, STARPU_MAIN_RAM);
-	for (int i = 0; i < j->k_class; i++)
-		len[i] = (uint32_t)((j->rb[i + 1] - j->rb[i]) * s->nw);
-	struct starpu_data_filter fr = { .filter_func = starpu_vector_filter_list,
-					 .nchildren = (unsigned)j->k_class, .filter_arg_ptr = len };
-	/* Train and classify; as ASPIRE, retrain with larger tau when the whole
-	 * micrograph comes out one class (bounded here; ASPIRE's loop is not). */
+	if (sp_status_failed(status))
+		return 0;
+	j->k_class = tiles(st, s->nw);
+	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_classify");
+	sp_taskctx_t *ctx_train = sp_item_taskctx(item, st, "apple_train");
+	if (j->rb == NULL || ctx == NULL || ctx_train == NULL)
+		return SP_ENOMEM;
+	split(s->nw, j->k_class, j->rb);
+	if (plan_parts(j->hseg, j->rb, j->k_class, s->nw, &j->hseg_parts) != 0)
+		return SP_ENOMEM;
 	for (int attempt = 0; attempt <= APPLE_MAX_RETRAIN && ret == 0; attempt++) {
-		SUBMIT(train_cl, j->ctx_train, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvc);
-		starpu_data_partition(j->hseg, &fr);
-		for (int i = 0; i < j->k_class; i++) {
-			a->lo = j->rb[i];
-			a->hi = j->rb[i + 1];
-			SUBMIT(classify_cl, j->ctx_class, STARPU_R, j->hmean, STARPU_R, j->hstd, STARPU_R,
-			       j->hsvc, STARPU_W, starpu_data_get_sub_data(j->hseg, 1, i));
-		}
-		starpu_data_unpartition(j->hseg, STARPU_MAIN_RAM);
+		if (attempt > 0)
+			ret = submit_train(j, ctx_train);
+		starpu_data_partition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts);
+		for (int i = 0; i < j->k_class && ret == 0; i++)
+			ret = APPLE_SUBMIT(j, classify_cl, ctx, j->rb[i], j->rb[i + 1], STARPU_R,
+					   j->hmean, STARPU_R, j->hstd, STARPU_R, j->hsvc, STARPU_W,
+					   j->hseg_parts[i]);
+		starpu_data_unpartition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts,
+					       STARPU_MAIN_RAM);
 		if (ret != 0 || attempt == APPLE_MAX_RETRAIN)
 			break;
 		starpu_data_acquire(j->hseg, STARPU_R);
@@ -597,16 +727,54 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 			j->s.tau1 += 500;
 		sp_item_report_num(item, "retrain_attempts", attempt + 1);
 	}
-	free(len);
-	SUBMIT(morph_cl, j->ctx_morph, STARPU_R, j->hseg, STARPU_W, j->hmorph);
-	SUBMIT(pick_cl, j->ctx_pick, STARPU_R, j->hmorph, STARPU_W, pv->h);
-#undef SUBMIT
-	if (ret != 0)
-		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", m->path, ret);
-	return 0;
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 
-static const sp_param_spec_t pick_params[] = {
+static int morphology_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			  sp_value_t **out)
+{
+	struct apple_job *j = in_job(in);
+
+	if (job_val(j, "apple.mask", out) != 0)
+		return SP_ENOMEM;
+	if (sp_status_failed(sp_item_status(item)))
+		return 0;
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_morph");
+	if (ctx == NULL)
+		return SP_ENOMEM;
+	int ret = APPLE_SUBMIT(j, morph_cl, ctx, 0, 0, STARPU_R, j->hseg, STARPU_W, j->hmorph);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		    sp_value_t **out)
+{
+	struct apple_job *j = in_job(in);
+	const apple_sizes_t *s = &j->s;
+	apple_picks_val_t *pv = calloc(1, sizeof *pv);
+
+	if (pv == NULL)
+		return SP_ENOMEM;
+	pv->base.type = "apple.picks";
+	pv->base.free_cb = picks_free;
+	pv->job = j;
+	j->refs++;
+	j->picks = pv;
+	*out = &pv->base;
+	pv->params = j->p;
+	if (sp_status_failed(sp_item_status(item)))
+		return 0;
+	/* bound the picks by the windows of the minimum particle */
+	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
+	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_pick");
+	if (ctx == NULL ||
+	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)) != 0)
+		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->path);
+	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+static const sp_param_spec_t preprocess_params[] = {
 	{ "particle_size", SP_PT_INT, NULL, 5, 2999, NULL, "particle diameter (pixels of the micrograph)" },
 	{ "max_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: 2 particle_size" },
 	{ "min_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 4" },
@@ -618,24 +786,51 @@ static const sp_param_spec_t pick_params[] = {
 	{ "container_size", SP_PT_INT, "450", 1, 1900, NULL, "container of the reference windows" },
 	{ "fix_quirks", SP_PT_BOOL, "false", 0, -1, NULL,
 	  "false: ASPIRE's exact picks; true: every component and isolated centre (see doc/apple.md)" },
-	{ "tasks", SP_PT_INT, "0", 0, 100000, NULL, "score and classification tasks per micrograph; 0: 4 per worker" },
-};
-static const sp_port_spec_t pick_inputs[] = {
-	{ "micrograph", "apple.micrograph", "the micrograph" },
-};
-static const sp_port_spec_t pick_outputs[] = {
-	{ "picks", "apple.picks", "particle centres (x, y), original pixels" },
 };
 
-const sp_stage_kind_t sp_apple_pick_kind = {
-	.name = "apple.pick",
-	.help = "APPLE-Picker: query scores, SVM, morphology and particle centres",
-	.params = pick_params,
-	.nparams = sizeof pick_params / sizeof pick_params[0],
-	.inputs = pick_inputs,
-	.ninputs = 1,
-	.outputs = pick_outputs,
-	.noutputs = 1,
-	.impl = SP_IMPL_CPU_CUDA,
-	.run = pick_run,
-};
+#define APPLE_PORT(var, name, type, help) \
+	static const sp_port_spec_t var[] = { { name, type, help } }
+
+APPLE_PORT(mic_port, "micrograph", "apple.micrograph", "the micrograph");
+APPLE_PORT(image_port, "image", "apple.image",
+	   "binned, filtered image; window moments; reference spectra (and the job's sizes)");
+APPLE_PORT(scores_port, "scores", "apple.scores", "query x reference response cube");
+APPLE_PORT(classifier_port, "classifier", "apple.classifier", "the trained SVM");
+APPLE_PORT(seg_port, "segmentation", "apple.segmentation", "particle/noise class of every window");
+APPLE_PORT(mask_port, "mask", "apple.mask", "segmentation after hole filling and erosion");
+APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), original pixels");
+
+/* A stage kind of this file: one input port, one output; `...` adds
+ * initialisers (preprocess's parameters: the sizes derive from them all
+ * together, as ASPIRE's configuration). */
+#define APPLE_KIND(var, name_, help_, run_, in_, out_, impl_, ...) \
+	const sp_stage_kind_t var = {                               \
+		.name = name_,                                      \
+		.help = help_,                                      \
+		SP_KIND_INPUTS(in_),                                \
+		SP_KIND_OUTPUTS(out_),                              \
+		.impl = impl_,                                      \
+		.run = run_,                                        \
+		__VA_ARGS__                                         \
+	}
+
+APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
+	   "APPLE: margins, crop, bin x2, low-pass; window moments; reference spectra",
+	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, SP_KIND_PARAMS(preprocess_params));
+APPLE_KIND(sp_apple_score_kind, "apple.score",
+	   "APPLE: FFT cross-correlation scores of every query window (tiles of windows)",
+	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA,
+	   .tile = "tasks over ranges of query windows; default 4 per worker");
+APPLE_KIND(sp_apple_train_kind, "apple.train",
+	   "APPLE: score map, training set and SVM (libsvm; CPU only, see doc/apple.md)",
+	   train_run, scores_port, classifier_port, SP_IMPL_CPU);
+APPLE_KIND(sp_apple_classify_kind, "apple.classify",
+	   "APPLE: SVM classification of every window (tiles of rows); retrains if uniform",
+	   classify_run, classifier_port, seg_port, SP_IMPL_CPU_CUDA,
+	   .tile = "tasks over ranges of window rows; default 4 per worker");
+APPLE_KIND(sp_apple_morphology_kind, "apple.morphology",
+	   "APPLE: hole filling, erosions and the component size filter",
+	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA);
+APPLE_KIND(sp_apple_pick_kind, "apple.pick",
+	   "APPLE: particle centres, overlap removal, original coordinates (CPU)",
+	   pick_run, mask_port, picks_port, SP_IMPL_CPU);

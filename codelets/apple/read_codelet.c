@@ -108,10 +108,8 @@ static const sp_port_spec_t read_outputs[] = {
 const sp_stage_kind_t sp_apple_read_kind = {
 	.name = "apple.read",
 	.help = "Read a cryo-EM micrograph (MRC)",
-	.params = read_params,
-	.nparams = 1,
-	.outputs = read_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(read_params),
+	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
 	.run = read_run,
 	.estimate = read_estimate,

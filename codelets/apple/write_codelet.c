@@ -101,10 +101,8 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_apple_write_kind = {
 	.name = "apple.write",
 	.help = "Write particle picks as RELION STAR (and EMAN BOX)",
-	.params = write_params,
-	.nparams = 3,
-	.inputs = write_inputs,
-	.ninputs = 1,
+	SP_KIND_PARAMS(write_params),
+	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.run = write_run,
 };

@@ -433,12 +433,9 @@ static const sp_port_spec_t extract_outputs[] = {
 const sp_stage_kind_t sp_desi_extract_kind = {
 	.name = "desi.extract",
 	.help = "Spectro-perfectionism extraction: spots, patches, decorrelation, stitching",
-	.params = extract_params,
-	.nparams = sizeof extract_params / sizeof extract_params[0],
-	.inputs = extract_inputs,
-	.ninputs = 2,
-	.outputs = extract_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(extract_params),
+	SP_KIND_INPUTS(extract_inputs),
+	SP_KIND_OUTPUTS(extract_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
 	.run = extract_run,
 };

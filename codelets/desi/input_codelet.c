@@ -43,10 +43,8 @@ static const sp_port_spec_t psf_outputs[] = {
 const sp_stage_kind_t sp_desi_psf_kind = {
 	.name = "desi.psf",
 	.help = "Read a DESI GaussHermite PSF",
-	.params = psf_params,
-	.nparams = 1,
-	.outputs = psf_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(psf_params),
+	SP_KIND_OUTPUTS(psf_outputs),
 	.impl = SP_IMPL_CPU,
 	.run = psf_run,
 };
@@ -167,10 +165,8 @@ static const sp_port_spec_t image_outputs[] = {
 const sp_stage_kind_t sp_desi_image_kind = {
 	.name = "desi.image",
 	.help = "Read a DESI pre-processed CCD image",
-	.params = image_params,
-	.nparams = 1,
-	.outputs = image_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(image_params),
+	SP_KIND_OUTPUTS(image_outputs),
 	.impl = SP_IMPL_CPU,
 	.run = image_run,
 	.estimate = image_estimate,

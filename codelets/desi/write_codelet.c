@@ -121,10 +121,8 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_desi_write_kind = {
 	.name = "desi.write",
 	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX)",
-	.params = write_params,
-	.nparams = 1,
-	.inputs = write_inputs,
-	.ninputs = 1,
+	SP_KIND_PARAMS(write_params),
+	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.run = write_run,
 };

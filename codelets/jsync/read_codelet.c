@@ -149,10 +149,8 @@ static const sp_port_spec_t read_outputs[] = {
 const sp_stage_kind_t sp_jsync_read_kind = {
 	.name = "jsync.read",
 	.help = "Read relative rotations R[P][3][3] from an NPY file",
-	.params = read_params,
-	.nparams = 1,
-	.outputs = read_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(read_params),
+	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
 	.run = read_run,
 	.estimate = read_estimate,

@@ -115,7 +115,6 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	jsync_triplets_t *t = calloc(1, sizeof *t);
 	const char *store = sp_gstage_param(st, "store")->text;
 	unsigned long long budget = sp_param_size(sp_gstage_param(st, "memory_budget")->text);
-	long long ntasks = sp_param_int(sp_gstage_param(st, "tasks")->text);
 
 	if (t == NULL)
 		return SP_ENOMEM;
@@ -125,7 +124,7 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	t->rijs = r;
 	t->N = r->N;
 
-	size_t want = ntasks > 0 ? (size_t)ntasks : auto_chunks(r->N);
+	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(r->N);
 	t->bounds = malloc((want + 1) * sizeof *t->bounds);
 	if (t->bounds == NULL)
 		return SP_ENOMEM;
@@ -175,8 +174,6 @@ static const sp_param_spec_t triplets_params[] = {
 	  "keep the 2-bit choices (store), recompute them in every product, or store when they fit memory_budget" },
 	{ "memory_budget", SP_PT_SIZE, "2G", 0, 1e18, NULL,
 	  "largest choice array kept in memory (about N^3/24 bytes) in auto mode" },
-	{ "tasks", SP_PT_INT, "0", 0, 1000000, NULL,
-	  "number of chunk tasks; 0: 8 per worker" },
 };
 static const sp_port_spec_t triplets_inputs[] = {
 	{ "rijs", "jsync.rijs", "relative rotations" },
@@ -188,12 +185,10 @@ static const sp_port_spec_t triplets_outputs[] = {
 const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.name = "jsync.triplets",
 	.help = "Best J-configuration of every triplet",
-	.params = triplets_params,
-	.nparams = 3,
-	.inputs = triplets_inputs,
-	.ninputs = 1,
-	.outputs = triplets_outputs,
-	.noutputs = 1,
+	SP_KIND_PARAMS(triplets_params),
+	.tile = "chunk tasks over ranges of pairs; default 8 per worker",
+	SP_KIND_INPUTS(triplets_inputs),
+	SP_KIND_OUTPUTS(triplets_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
 	.run = triplets_run,
 	.estimate = triplets_estimate,
