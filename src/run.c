@@ -205,6 +205,14 @@ struct sp_batch {
 	atomic_size_t nok, nfailed, nskipped, ncancelled;
 	FILE *journal;
 	pthread_mutex_t journal_lock;
+	/* Batch-wide stages: those whose parameters and inputs do not depend
+	 * on the item (the DESI PSF).  The first item that reaches one runs it
+	 * for the batch, as a pseudo-item; every item borrows its values. */
+	unsigned char *batch_wide; /* [nstages] */
+	sp_item_t shared;          /* the pseudo-item; its status: the first failure */
+	pthread_mutex_t shared_lock;
+	unsigned char *shared_ran; /* [nstages] */
+	sp_value_t **shared_values; /* value_slot() layout */
 };
 
 /* The batch being run, for sp_run_interrupt(). */
@@ -288,6 +296,64 @@ static size_t value_slot(const sp_graph_t *g, size_t stage, size_t port)
 	return off + port;
 }
 
+static size_t outputs_of(const sp_gstage_t *st)
+{
+	return st->kind->noutputs ? st->kind->noutputs : 1;
+}
+
+/* The stage whose value is in slot v. */
+static size_t slot_stage(const sp_graph_t *g, size_t v)
+{
+	size_t s = 0;
+	for (size_t off = 0; s < g->nstages; s++) {
+		off += outputs_of(&g->stages[s]);
+		if (v < off)
+			break;
+	}
+	return s;
+}
+
+/* Marks the stages that run once per batch: none of their parameters holds
+ * a per-item builtin (${item}, ${stem}, ${index}: the only ${ left after
+ * loading), none writes an output file, and their inputs come from such
+ * stages only.  Stages are in topological order. */
+static void mark_batch_wide(const sp_graph_t *g, unsigned char *wide)
+{
+	for (size_t s = 0; s < g->nstages; s++) {
+		const sp_gstage_t *st = &g->stages[s];
+		int w = 1;
+		for (size_t p = 0; w && p < st->kind->nparams; p++)
+			if (st->kind->params[p].type == SP_PT_OUTPUT ||
+			    strstr(st->params[p].text, "${") != NULL)
+				w = 0;
+		for (size_t p = 0; w && p < st->kind->ninputs; p++)
+			w = wide[st->inputs[p].stage];
+		wide[s] = (unsigned char)w;
+	}
+}
+
+/* Runs batch-wide stage s once, for the first item that reaches it; later
+ * items wait for it and borrow its values.  A failure fails every item. */
+static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, sp_item_t *item)
+{
+	const sp_gstage_t *st = &b->g->stages[s];
+	pthread_mutex_lock(&b->shared_lock);
+	if (!b->shared_ran[s]) {
+		b->shared_ran[s] = 1;
+		b->shared.path = item->path; /* for messages only: nothing expands it */
+		int ret = st->kind->run(&b->shared, st, in,
+					&b->shared_values[value_slot(b->g, s, 0)]);
+		if (ret != 0)
+			sp_status_set(&b->shared.status, ret, "stage '%s': %s", st->name,
+				      sp_strerror(ret));
+		if (b->opts->verbose)
+			fprintf(stderr, "[starpipe] stage '%s' ran once for the batch\n", st->name);
+	}
+	pthread_mutex_unlock(&b->shared_lock);
+	if (sp_status_failed(&b->shared.status))
+		sp_status_set_err(&item->status, &b->shared.status.err);
+}
+
 static void run_item(struct sp_batch *b, size_t idx)
 {
 	const sp_graph_t *g = b->g;
@@ -314,15 +380,30 @@ static void run_item(struct sp_batch *b, size_t idx)
 		sp_value_t *in[16] = { 0 };
 		for (size_t p = 0; p < st->kind->ninputs && p < 16; p++)
 			in[p] = values[value_slot(g, st->inputs[p].stage, st->inputs[p].port)];
+		if (b->batch_wide[s]) {
+			run_batch_wide(b, s, in, item);
+			for (size_t p = 0; p < outputs_of(st); p++)
+				values[value_slot(g, s, p)] = b->shared_values[value_slot(g, s, p)];
+			continue;
+		}
 		int ret = st->kind->run(item, st, in, &values[value_slot(g, s, 0)]);
 		if (ret != 0)
 			sp_status_set(&item->status, ret, "%s: stage '%s': %s", item->path, st->name,
 				      sp_strerror(ret));
 	}
-	/* Free in reverse order: consumers' handles before producers'. */
+	/* Free in reverse order: consumers' handles before producers'; the
+	 * batch-wide values are the batch's. */
 	for (size_t v = nslots; v-- > 0;)
-		if (values[v] != NULL && values[v]->free_cb != NULL)
+		if (values[v] != NULL && values[v]->free_cb != NULL && !b->batch_wide[slot_stage(g, v)])
 			values[v]->free_cb(values[v]);
+	/* A batch-wide stage's tasks that failed fail every item that used it
+	 * (this item's tasks, which read its data, are done). */
+	if (sp_status_failed(&b->shared.status))
+		for (size_t t = 0; t < s; t++)
+			if (b->batch_wide[t]) {
+				sp_status_set_err(&item->status, &b->shared.status.err);
+				break;
+			}
 	free(values);
 report:
 	/* Every task of the item is done (freeing the values waited for them):
@@ -908,6 +989,31 @@ void sp_run_result_free(sp_run_result_t *res)
 	res->ntrace_events = 0;
 }
 
+static void free_ctxs(sp_item_t *it)
+{
+	struct sp_ctxnode *n = it->ctxs;
+	while (n != NULL) {
+		struct sp_ctxnode *next = n->next;
+		free(n);
+		n = next;
+	}
+	it->ctxs = NULL;
+}
+
+/* Frees the batch-wide values (their tasks are done), consumers first. */
+static void free_shared(struct sp_batch *b)
+{
+	for (size_t v = b->shared_values != NULL ? value_slot(b->g, b->g->nstages, 0) : 0; v-- > 0;)
+		if (b->shared_values[v] != NULL && b->shared_values[v]->free_cb != NULL)
+			b->shared_values[v]->free_cb(b->shared_values[v]);
+	free(b->shared_values);
+	free(b->shared_ran);
+	free(b->batch_wide);
+	free_ctxs(&b->shared);
+	pthread_mutex_destroy(&b->shared.lock);
+	pthread_mutex_destroy(&b->shared_lock);
+}
+
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
 	   sp_run_result_t *res)
 {
@@ -947,6 +1053,17 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	}
 	free(outs);
 	free(nouts);
+	b.batch_wide = calloc(g->nstages ? g->nstages : 1, 1);
+	b.shared_ran = calloc(g->nstages ? g->nstages : 1, 1);
+	b.shared_values = calloc(value_slot(g, g->nstages, 0) + 1, sizeof *b.shared_values);
+	if (rc == 0 && (b.batch_wide == NULL || b.shared_ran == NULL || b.shared_values == NULL))
+		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	if (b.batch_wide != NULL)
+		mark_batch_wide(g, b.batch_wide);
+	b.shared.g = g;
+	b.shared.path = "";
+	pthread_mutex_init(&b.shared.lock, NULL);
+	pthread_mutex_init(&b.shared_lock, NULL);
 	b.lazy_plan = sp_cluster_size() > 1;
 	char jpart[PATH_MAX + 32];
 	const char *jpath = opts->journal;
@@ -975,6 +1092,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 			pthread_mutex_destroy(&b.state[i].lock);
 		}
 		free(b.state);
+		free_shared(&b);
 		return rc == SP_ENOMEM ? rc : SP_EINVAL;
 	}
 	pthread_mutex_init(&b.journal_lock, NULL);
@@ -1035,16 +1153,12 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		res->items_json = items_json(&b, 0);
 	}
 	for (size_t i = 0; i < nitems; i++) {
-		struct sp_ctxnode *n = b.state[i].ctxs;
-		while (n != NULL) {
-			struct sp_ctxnode *next = n->next;
-			free(n);
-			n = next;
-		}
+		free_ctxs(&b.state[i]);
 		free_strv(b.state[i].outputs, b.state[i].noutputs);
 		pthread_mutex_destroy(&b.state[i].lock);
 	}
 	free(b.state);
+	free_shared(&b);
 	if (b.journal != NULL)
 		fclose(b.journal);
 	pthread_mutex_destroy(&b.journal_lock);
