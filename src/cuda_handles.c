@@ -4,11 +4,25 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 #include <starpu.h>
+
+static _Thread_local char last_error[256];
+
+void sp_cuda_note_error(const char *call, const char *why)
+{
+	size_t n = strcspn(call, "( "); /* the function's name, not its arguments */
+	snprintf(last_error, sizeof last_error, "%.*s: %s", (int)(n < 96 ? n : 96), call, why);
+}
+
+const char *sp_cuda_last_error(void)
+{
+	return last_error[0] != '\0' ? last_error : "a CUDA call failed";
+}
 
 static cublasHandle_t blas[STARPU_NMAXWORKERS];
 static cusolverDnHandle_t solver[STARPU_NMAXWORKERS];

@@ -17,6 +17,10 @@
 
 struct CUstream_st;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Creates the handles on every CUDA worker; 0 or SP_ECUDA with err set. */
 int sp_cuda_handles_init(sp_err_t *err);
 void sp_cuda_handles_shutdown(void);
@@ -32,5 +36,17 @@ void sp_cuda_at_shutdown(void (*fn)(void));
 
 int sp_cuda_malloc_async(void **p, size_t bytes, struct CUstream_st *stream);
 void sp_cuda_free_async(void *p, struct CUstream_st *stream);
+
+/* The first failed CUDA, cuBLAS or cuSOLVER call of the calling thread's
+ * last failure, as "cusolverDnDpotrfBatched: status 7" or
+ * "cudaFuncSetAttribute: invalid argument" (cudaGetErrorString,
+ * cublasGetStatusString).  The .cu host functions note it before they
+ * return SP_ECUDA; sp_cuda_last_error() reads it (never NULL). */
+void sp_cuda_note_error(const char *call, const char *why);
+const char *sp_cuda_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SP_CUDA_HANDLES_H */

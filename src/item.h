@@ -88,6 +88,36 @@ void sp_task_join(struct starpu_task **task);
 		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority,  \
 		STARPU_EXECUTE_WHERE, (unsigned long long)(long long)(ctx)->where
 
+/*
+ * One way to define a codelet: its history-based performance model (symbol
+ * = name, optional footprint function), its CPU function and, in a CUDA
+ * build, its CUDA function (asynchronous: it queues work on the worker's
+ * stream and returns; StarPU waits for the stream).  cuda is SP_CUDA(fn)
+ * or SP_NO_CUDA; the modes follow nbuffers.
+ *   SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL,
+ *              3, STARPU_R, STARPU_R, STARPU_W);
+ */
+#ifdef SP_HAVE_CUDA
+#define SP_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
+#else
+#define SP_CUDA(fn)
+#endif
+#define SP_NO_CUDA
+#define SP_CODELET(var, name_, cpu, cuda, footprint_, nb, ...)  \
+	static struct starpu_perfmodel var##_model = {           \
+		.type = STARPU_HISTORY_BASED,                    \
+		.symbol = name_,                                 \
+		.footprint = footprint_,                         \
+	};                                                       \
+	static struct starpu_codelet var = {                     \
+		.cpu_funcs = { cpu },                            \
+		cuda                                             \
+		.nbuffers = nb,                                  \
+		.modes = { __VA_ARGS__ },                        \
+		.model = &var##_model,                           \
+		.name = name_,                                   \
+	}
+
 /* Registers `path` as an output of the item and returns, in *tmp, the
  * temporary file to write it into (see sp_outset_add() in fsutil.h).  The
  * item's outputs are renamed into place together once every stage of the

@@ -354,6 +354,30 @@ static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, 
 		sp_status_set_err(&item->status, &b->shared.status.err);
 }
 
+/* Submits the tiles of the group of tiled stages that ends at stage last
+ * (see sp_stage_tile_fn): tile by tile, each tile stage by stage. */
+static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, size_t last)
+{
+	const sp_graph_t *g = b->g;
+	size_t first = last;
+	while (first > 0 && g->stages[first - 1].kind->run_tile != NULL && !b->batch_wide[first - 1])
+		first--;
+	for (int t = 0; !sp_status_failed(&item->status); t++) {
+		for (size_t s = first; s <= last && !sp_status_failed(&item->status); s++) {
+			const sp_gstage_t *st = &g->stages[s];
+			sp_value_t *in[16] = { 0 };
+			for (size_t p = 0; p < st->kind->ninputs && p < 16; p++)
+				in[p] = values[value_slot(g, st->inputs[p].stage, st->inputs[p].port)];
+			int ret = st->kind->run_tile(item, st, in, values[value_slot(g, s, 0)], t);
+			if (ret == SP_TILE_END && s == first)
+				return;
+			if (ret != 0)
+				sp_status_set(&item->status, ret, "%s: stage '%s', tile %d: %s",
+					      item->path, st->name, t, sp_strerror(ret));
+		}
+	}
+}
+
 static void run_item(struct sp_batch *b, size_t idx)
 {
 	const sp_graph_t *g = b->g;
@@ -390,6 +414,10 @@ static void run_item(struct sp_batch *b, size_t idx)
 		if (ret != 0)
 			sp_status_set(&item->status, ret, "%s: stage '%s': %s", item->path, st->name,
 				      sp_strerror(ret));
+		/* the end of a group of tiled stages: submit their tiles */
+		if (st->kind->run_tile != NULL &&
+		    (s + 1 == g->nstages || g->stages[s + 1].kind->run_tile == NULL))
+			run_tiles(b, item, values, s);
 	}
 	/* Free in reverse order: consumers' handles before producers'; the
 	 * batch-wide values are the batch's. */

@@ -21,7 +21,8 @@
 
 extern const sp_stage_kind_t sp_jsync_read_kind, sp_jsync_triplets_kind,
 	sp_jsync_power_kind, sp_jsync_write_kind, sp_desi_psf_kind, sp_desi_image_kind,
-	sp_desi_extract_kind, sp_desi_write_kind, sp_apple_read_kind, sp_apple_preprocess_kind,
+	sp_desi_spots_kind, sp_desi_patch_kind, sp_desi_decorrelate_kind, sp_desi_stitch_kind,
+	sp_desi_write_kind, sp_apple_read_kind, sp_apple_preprocess_kind,
 	sp_apple_score_kind, sp_apple_train_kind, sp_apple_classify_kind, sp_apple_morphology_kind,
 	sp_apple_pick_kind, sp_apple_write_kind;
 
@@ -35,9 +36,12 @@ static const sp_stage_kind_t *const kinds[] = {
 	&sp_apple_score_kind,
 	&sp_apple_train_kind,
 	&sp_apple_write_kind,
-	&sp_desi_extract_kind,
+	&sp_desi_decorrelate_kind,
 	&sp_desi_image_kind,
+	&sp_desi_patch_kind,
 	&sp_desi_psf_kind,
+	&sp_desi_spots_kind,
+	&sp_desi_stitch_kind,
 	&sp_desi_write_kind,
 	&sp_jsync_power_kind,
 	&sp_jsync_read_kind,

@@ -63,6 +63,21 @@ typedef int (*sp_stage_run_fn)(struct sp_item *item,
 			       const struct sp_gstage *stage,
 			       struct sp_value *const *in, struct sp_value **out);
 
+/*
+ * Tiled submission (optional).  Stages whose kinds have run_tile and that
+ * follow each other in the graph's order form a group.  The driver calls
+ * run() of each stage of the group (it makes the output value; it submits
+ * no tile), then, for tile t = 0, 1, ..., run_tile(t) of every stage of the
+ * group in order, until the group's first stage returns SP_TILE_END.  Tile
+ * t of every stage is submitted before tile t + 1 of any, so a stage may
+ * take its buffers from a pool (tile t + W reusing tile t's) and StarPU
+ * orders the reuse after tile t's readers, without a wait in the driver.
+ * Returns 0, SP_TILE_END (first stage only: no tile t) or SP_E*.
+ */
+#define SP_TILE_END 1
+typedef int (*sp_stage_tile_fn)(struct sp_item *item, const struct sp_gstage *stage,
+				struct sp_value *const *in, struct sp_value *out, int tile);
+
 /* A work item's memory estimate, built up stage by stage before it runs:
  * the read stage sets the problem size from the input's header, later
  * stages add what they allocate for it. */
@@ -90,6 +105,7 @@ typedef struct sp_stage_kind {
 	const char *tile; /* what the graph's `tile:` counts, and its default;
 			   * NULL: the kind does not tile */
 	sp_stage_run_fn run;
+	sp_stage_tile_fn run_tile;     /* NULL: run() submits everything */
 	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
 } sp_stage_kind_t;
 

@@ -46,6 +46,7 @@ typedef struct desi_frame_val {
 	double *wave;
 	starpu_data_handle_t h;
 	const char *psf_path, *image_path; /* borrowed from the producers */
+	struct desi_job *job; /* the extraction stages' shared job (a reference) */
 } desi_frame_val_t;
 
 #endif /* SP_DESI_GLUE_H */

@@ -79,8 +79,9 @@ size_t desi_extract_work_size(const desi_patch_t *p);
  * [fib0 + f][w0[i] + w].  Results go straight into the subbundle's rows of
  * the frame buffer, float [core_nf][nfield][nwave_grid], fields in the order
  * flux, ivar, chi2pix, pixmask_fraction, then the 2 ndiag + 1 resolution
- * rows; patch i's core lands at grid columns [w0[i], w0[i] + core_nw[i])
- * (the padded offset of a patch equals its first core grid bin), with
+ * rows; patch i's core lands at grid bins [w0[i], w0[i] + core_nw[i])
+ * (the padded offset of a patch equals its first core grid bin), that is
+ * at columns w0[i] - col0 of the rows, with
  * flux / dw and ivar * dw^2 (electron / Angstrom). */
 typedef struct desi_batch {
 	desi_patch_t p;       /* common geometry and parameters */
@@ -90,11 +91,26 @@ typedef struct desi_batch {
 	int fib0;             /* first patch fibre in the bundle's spot arrays */
 	int nfullwave;        /* wavelength extent of the bundle's spot arrays */
 	int npix_y, npix_x;   /* image size */
-	int nwave_grid, nfield;
+	int nwave_grid, nfield; /* the rows: [core_nf][nfield][nwave_grid] */
+	int col0;             /* grid bin of the rows' column 0 (0: rows of the whole grid) */
 	double dw;
 } desi_batch_t;
 
-/* CPU: the patches one after the other with the kernels above.  spots,
+/* The two phases of the batch, each a graph stage (desi.patch and
+ * desi.decorrelate), meeting in `normal`: desi_normal_doubles() doubles,
+ * laid out icov [np][n][n], y [np][n], fluxweight [np][n] (the same on CPU
+ * and CUDA, so either phase may run on either).  The patch phase writes it
+ * (returns 0 or -1 when out of memory); the decorrelate phase reads it (the
+ * CUDA twin factors icov and solves y in place) and returns as
+ * desi_extract_batch_cpu(). */
+size_t desi_normal_doubles(const desi_batch_t *b);
+int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			 const int32_t *yc, const float *img, const float *ivar, double *normal);
+int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			       const int32_t *yc, const float *img, const float *ivar,
+			       const double *normal, float *rows);
+
+/* CPU: the patches one after the other with the kernels above (both phases).  spots,
  * xc, yc: the bundle's; img/ivar: the image (float, masked at ivar 0).
  * Returns 0, -1 when its work buffers cannot be allocated, or the 1-based
  * index of the first patch whose normal matrix is not positive definite
@@ -111,6 +127,18 @@ int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int
  * SP_ECUDA (launch or library errors); numerical failures are reported
  * per patch in the output as all-zero rows, as on the CPU. */
 size_t desi_extract_batch_cuda_scratch(const desi_batch_t *b);
+/* The phases on CUDA: `normal` is device memory of desi_normal_doubles();
+ * scratch: desi_patch_cuda_scratch() and desi_decorrelate_cuda_scratch()
+ * bytes.  Return as desi_extract_batch_cuda(). */
+size_t desi_patch_cuda_scratch(const desi_batch_t *b);
+size_t desi_decorrelate_cuda_scratch(const desi_batch_t *b);
+int desi_patch_batch_cuda(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			  const int32_t *yc, const float *img, const float *ivar, double *normal,
+			  void *scratch, struct CUstream_st *stream);
+int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *spots, const int32_t *xc,
+				const int32_t *yc, const float *img, const float *ivar,
+				double *normal, float *rows, void *scratch, void *blas,
+				void *solver, struct CUstream_st *stream);
 int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots, const int32_t *xc,
 			    const int32_t *yc, const float *img, const float *ivar, float *rows,
 			    void *scratch, void *blas, void *solver, struct CUstream_st *stream);

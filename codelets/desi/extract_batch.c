@@ -6,13 +6,15 @@
 #include <string.h>
 
 /*
- * DESIGN.  A thin driver over extract_cpu.c: per patch it gathers the
- * patch's spots and corners out of the bundle's arrays (fibre stride
- * nfullwave), copies the pixel window out of the float image as doubles,
- * then runs normal -> solve -> decorrelate -> chi2 and writes the core
- * into the frame rows.  The work buffers are sized once for the largest
- * window and allocated once per call (one call per subbundle task), never
- * per patch.  The doubles are exactly what a caller of the single-patch
+ * DESIGN.  A thin driver over extract_cpu.c, in two phases that are two
+ * graph stages: desi_patch_batch_cpu() builds every patch's normal
+ * equations (A'NA, A'Np, A'N1) into one buffer; desi_decorrelate_batch_cpu()
+ * solves, decorrelates, computes chi2 and writes the cores into the frame
+ * rows.  Per patch each phase gathers the patch's spots and corners out of
+ * the bundle's arrays (fibre stride nfullwave) and copies the pixel window
+ * out of the float image as doubles (cheap next to the n^3 solve).  The
+ * work buffers are sized once for the largest window and allocated once
+ * per call (one call per task), never per patch.  The doubles are exactly what a caller of the single-patch
  * kernels would pass, so the rows equal (float)(kernel output / dw) etc.
  * bit for bit; the tests check that.
  *
@@ -50,92 +52,165 @@ static void zero_core(const desi_batch_t *b, int w0, int cnw, float *rows)
 {
 	for (int f = 0; f < b->p.core_nf; f++)
 		for (int k = 0; k < b->nfield; k++)
-			memset(rows + ((size_t)f * b->nfield + k) * b->nwave_grid + w0, 0,
+			memset(rows + ((size_t)f * b->nfield + k) * b->nwave_grid + (w0 - b->col0), 0,
 			       (size_t)cnw * sizeof *rows);
 }
 
-int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
-			   const int32_t *yc, const float *img, const float *ivar, float *rows)
+/* Per-call buffers: the largest window, one patch's spots, corners and
+ * kernel work space, the core arrays. */
+struct batch_bufs {
+	desi_patch_t big;
+	size_t npix_max;
+	double *buf, *pspots, *wpix, *wivar, *core, *work;
+	int32_t *pxc, *pyc;
+};
+
+static int bufs_init(const desi_batch_t *b, struct batch_bufs *B)
 {
 	const desi_patch_t *cp = &b->p;
 	const int nfib = cp->nfib, nw = cp->nwave, n = nfib * nw;
 	const int nd = 2 * cp->ndiag + 1;
 	const size_t ss = (size_t)cp->sy * (size_t)cp->sx;
+
+	/* Largest window, and the core length every patch's arrays allow. */
+	B->big = *cp;
+	B->npix_max = 0;
+	B->big.ny = 0;
+	B->big.nx = 0;
+	for (int i = 0; i < b->np; i++) {
+		size_t np_ = (size_t)(b->ny[i] > 0 ? b->ny[i] : 0) *
+			     (size_t)(b->nx[i] > 0 ? b->nx[i] : 0);
+		if (np_ > B->npix_max) {
+			B->npix_max = np_;
+			B->big.ny = b->ny[i];
+			B->big.nx = b->nx[i];
+		}
+	}
+	B->big.core_nw = nw - cp->core_w0; /* >= any patch's core_nw */
+	const size_t ncore = (size_t)cp->core_nf * (size_t)B->big.core_nw;
+	const size_t nwork = desi_extract_work_size(&B->big);
+	const size_t ndoubles = (size_t)n * ss +            /* spots */
+				2 * B->npix_max +           /* pix, ivar */
+				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
+				nwork;
+	B->buf = malloc(ndoubles * sizeof *B->buf);
+	B->pxc = malloc(2 * (size_t)n * sizeof *B->pxc);
+	if (B->buf == NULL || B->pxc == NULL) {
+		free(B->buf);
+		free(B->pxc);
+		return -1;
+	}
+	B->pspots = B->buf;
+	B->wpix = B->pspots + (size_t)n * ss;
+	B->wivar = B->wpix + B->npix_max;
+	B->core = B->wivar + B->npix_max;
+	B->work = B->core + ncore * (4 + (size_t)nd);
+	B->pyc = B->pxc + n;
+	return 0;
+}
+
+static void bufs_free(struct batch_bufs *B)
+{
+	free(B->buf);
+	free(B->pxc);
+}
+
+/* Patch i's geometry, spots, corners and pixel window into B; returns its desi_patch_t. */
+static desi_patch_t gather_patch(const desi_batch_t *b, int i, const double *spots,
+				 const int32_t *xc, const int32_t *yc, const float *img,
+				 const float *ivar, struct batch_bufs *B)
+{
+	const desi_patch_t *cp = &b->p;
+	const int nfib = cp->nfib, nw = cp->nwave;
+	const size_t ss = (size_t)cp->sy * (size_t)cp->sx;
+	desi_patch_t p = *cp;
+	const int w0 = b->w0[i];
+
+	p.ymin = b->ymin[i];
+	p.xmin = b->xmin[i];
+	p.ny = b->ny[i] > 0 ? b->ny[i] : 0;
+	p.nx = b->nx[i] > 0 ? b->nx[i] : 0;
+	p.core_nw = b->core_nw[i];
+	for (int f = 0; f < nfib; f++) {
+		const size_t src = (size_t)(b->fib0 + f) * (size_t)b->nfullwave + (size_t)w0;
+		memcpy(B->pspots + (size_t)f * nw * ss, spots + src * ss,
+		       (size_t)nw * ss * sizeof *spots);
+		memcpy(B->pxc + (size_t)f * nw, xc + src, (size_t)nw * sizeof *B->pxc);
+		memcpy(B->pyc + (size_t)f * nw, yc + src, (size_t)nw * sizeof *B->pyc);
+	}
+	copy_window(b, &p, img, ivar, B->wpix, B->wivar);
+	return p;
+}
+
+size_t desi_normal_doubles(const desi_batch_t *b)
+{
+	const size_t n = (size_t)desi_patch_n(&b->p);
+	return (size_t)(b->np > 0 ? b->np : 0) * (n * n + 2 * n);
+}
+
+int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			 const int32_t *yc, const float *img, const float *ivar, double *normal)
+{
+	const size_t n = (size_t)desi_patch_n(&b->p), np = (size_t)(b->np > 0 ? b->np : 0);
+	struct batch_bufs B;
+
+	if (b->np <= 0)
+		return 0;
+	if (bufs_init(b, &B) != 0)
+		return -1;
+	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n;
+	for (int i = 0; i < b->np; i++) {
+		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
+		desi_extract_normal_cpu(&p, B.pspots, B.pxc, B.pyc, B.wpix, B.wivar,
+					icov + (size_t)i * n * n, y + (size_t)i * n, fw + (size_t)i * n);
+	}
+	bufs_free(&B);
+	return 0;
+}
+
+int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			       const int32_t *yc, const float *img, const float *ivar,
+			       const double *normal, float *rows)
+{
+	const size_t n = (size_t)desi_patch_n(&b->p), np = (size_t)(b->np > 0 ? b->np : 0);
+	const int nd = 2 * b->p.ndiag + 1;
+	struct batch_bufs B;
 	int first_bad = 0;
 
 	if (b->np <= 0)
 		return 0;
-	/* Largest window, and the core length every patch's arrays allow. */
-	desi_patch_t big = *cp;
-	size_t npix_max = 0;
-	big.ny = 0;
-	big.nx = 0;
-	for (int i = 0; i < b->np; i++) {
-		size_t np_ = (size_t)(b->ny[i] > 0 ? b->ny[i] : 0) *
-			     (size_t)(b->nx[i] > 0 ? b->nx[i] : 0);
-		if (np_ > npix_max) {
-			npix_max = np_;
-			big.ny = b->ny[i];
-			big.nx = b->nx[i];
-		}
-	}
-	big.core_nw = nw - cp->core_w0; /* >= any patch's core_nw */
-	const size_t ncore = (size_t)cp->core_nf * (size_t)big.core_nw;
-	const size_t nwork = desi_extract_work_size(&big);
-	const size_t ndoubles = (size_t)n * ss +            /* spots */
-				(size_t)n * (size_t)n +     /* icov */
-				3 * (size_t)n +             /* y, fluxweight, x */
-				2 * npix_max +              /* pix, ivar */
-				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
-				nwork;
-	double *buf = malloc(ndoubles * sizeof *buf);
-	int32_t *ibuf = malloc(2 * (size_t)n * sizeof *ibuf);
-	if (buf == NULL || ibuf == NULL) {
-		free(buf);
-		free(ibuf);
+	if (bufs_init(b, &B) != 0)
+		return -1;
+	const double *icov = normal, *y = icov + np * n * n;
+	double *x = malloc(n * sizeof *x);
+	if (x == NULL) {
+		bufs_free(&B);
 		return -1;
 	}
-	double *pspots = buf, *icov = pspots + (size_t)n * ss, *y = icov + (size_t)n * n;
-	double *fw = y + n, *x = fw + n, *wpix = x + n, *wivar = wpix + npix_max;
-	double *core = wivar + npix_max, *work = core + ncore * (4 + (size_t)nd);
-	int32_t *pxc = ibuf, *pyc = ibuf + n;
-
 	for (int i = 0; i < b->np; i++) {
-		desi_patch_t p = *cp;
+		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
 		const int w0 = b->w0[i], cnw = b->core_nw[i];
-		p.ymin = b->ymin[i];
-		p.xmin = b->xmin[i];
-		p.ny = b->ny[i] > 0 ? b->ny[i] : 0;
-		p.nx = b->nx[i] > 0 ? b->nx[i] : 0;
-		p.core_nw = cnw;
-		for (int f = 0; f < nfib; f++) {
-			const size_t src = (size_t)(b->fib0 + f) * (size_t)b->nfullwave + (size_t)w0;
-			memcpy(pspots + (size_t)f * nw * ss, spots + src * ss,
-			       (size_t)nw * ss * sizeof *spots);
-			memcpy(pxc + (size_t)f * nw, xc + src, (size_t)nw * sizeof *pxc);
-			memcpy(pyc + (size_t)f * nw, yc + src, (size_t)nw * sizeof *pyc);
-		}
-		copy_window(b, &p, img, ivar, wpix, wivar);
+		const double *ic = icov + (size_t)i * n * n;
 
 		/* Core arrays [core_nf][cnw] (the kernels' row length is cnw). */
 		const size_t nc = (size_t)p.core_nf * (size_t)cnw;
-		double *flux = core, *fivar = flux + nc, *chi2 = fivar + nc, *pmask = chi2 + nc;
+		double *flux = B.core, *fivar = flux + nc, *chi2 = fivar + nc, *pmask = chi2 + nc;
 		double *rd = pmask + nc;
-		desi_extract_normal_cpu(&p, pspots, pxc, pyc, wpix, wivar, icov, y, fw);
-		int info = desi_extract_solve_cpu(&p, icov, y, x, work);
+		int info = desi_extract_solve_cpu(&p, ic, y + (size_t)i * n, x, B.work);
 		if (info == 0)
-			info = desi_decorrelate_cpu(&p, icov, x, flux, fivar, rd, NULL, work);
+			info = desi_decorrelate_cpu(&p, ic, x, flux, fivar, rd, NULL, B.work);
 		if (info != 0) {
 			zero_core(b, w0, cnw, rows);
 			if (first_bad == 0)
 				first_bad = i + 1;
 			continue;
 		}
-		desi_extract_chi2_cpu(&p, pspots, pxc, pyc, wpix, wivar, x, chi2, pmask, work);
+		desi_extract_chi2_cpu(&p, B.pspots, B.pxc, B.pyc, B.wpix, B.wivar, x, chi2, pmask,
+				      B.work);
 
 		const double dw = b->dw;
 		for (int f = 0; f < p.core_nf; f++) {
-			float *row = rows + (size_t)f * b->nfield * b->nwave_grid + w0;
+			float *row = rows + (size_t)f * b->nfield * b->nwave_grid + (w0 - b->col0);
 			const size_t g = (size_t)b->nwave_grid;
 			for (int w = 0; w < cnw; w++) {
 				const size_t k = (size_t)f * cnw + w;
@@ -149,7 +224,22 @@ int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int
 			}
 		}
 	}
-	free(buf);
-	free(ibuf);
+	free(x);
+	bufs_free(&B);
 	return first_bad;
+}
+
+int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			   const int32_t *yc, const float *img, const float *ivar, float *rows)
+{
+	if (b->np <= 0)
+		return 0;
+	double *normal = malloc(desi_normal_doubles(b) * sizeof *normal);
+	if (normal == NULL)
+		return -1;
+	int ret = desi_patch_batch_cpu(b, spots, xc, yc, img, ivar, normal);
+	if (ret == 0)
+		ret = desi_decorrelate_batch_cpu(b, spots, xc, yc, img, ivar, normal, rows);
+	free(normal);
+	return ret;
 }

@@ -1,8 +1,9 @@
-/* StarPU glue of desi.extract: spots per bundle, then one extraction task per subbundle. */
+/* StarPU glue of the DESI extraction stages: desi.spots, desi.patch, desi.decorrelate, desi.stitch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/runtime.h"
 #include "../../src/stage.h"
 #include "desi_glue.h"
 #include "extract.h"
@@ -11,31 +12,39 @@
 #endif
 
 /*
- * DESIGN: per bundle, the driver evaluates the Legendre sums of every
- * fibre at every padded wavelength (cheap) and submits one spots task (CPU
- * or CUDA) that integrates the Gauss-Hermite terms; then one task per
- * subbundle extracts its patches (A'NA, solve, decorrelate, chi2) from those
- * spots and the image, writing the subbundle's rows of the frame buffer, a
- * partition of it: the frame is stitched without a copy.  Spots take ~90 MB
- * per bundle; the driver unregisters the spots of bundle b - window before
- * submitting bundle b, which bounds a frame's memory whatever the scheduler
- * does.
+ * DESIGN: four graph stages share one job per image and are submitted tile
+ * by tile, a tile being a subbundle of fibres (sp_stage_tile_fn): tile t of
+ * spots, patch, decorrelate and stitch, then tile t + 1.
+ *
+ *   desi.spots        per bundle, the driver evaluates the Legendre sums of
+ *                     every fibre at every padded wavelength (cheap) and
+ *                     plans the patches' pixel windows from them; one task
+ *                     (CPU or CUDA) integrates the Gauss-Hermite spots.
+ *   desi.patch        per chunk of a subbundle's patches (`tile:` patches),
+ *                     one task builds the normal equations A'NA, A'Np, A'N1.
+ *   desi.decorrelate  per chunk, one task solves, decorrelates (resolution
+ *                     matrix, ivar, Rdiags) and computes chi2pix and
+ *                     pixmask_fraction into the chunk's rows.
+ *   desi.stitch       per chunk, a CPU task copies its rows into its
+ *                     subbundle's rows of the frame (a partition of it);
+ *                     the last tile gathers the partition, asynchronously.
+ *
+ * No stage waits for another: StarPU's implicit dependencies on the data
+ * handles order a chunk's three tasks and let everything else overlap.
+ * Memory is bounded by pools reused tile after tile: W bundle slots of
+ * spots (~90 MB each) and K buffers of normal equations (~2 MB per patch);
+ * the reuse of a slot or buffer is a write after the reads of an earlier
+ * tile, which StarPU orders because that tile was submitted first (so the
+ * pool holds at least a subbundle's chunks).  The
+ * only wait in the driver is for the spots task W bundles back, before its
+ * Legendre-sum buffer is overwritten.
  */
 
-struct desi_bundle {
-	int b, s0, ns;           /* bundle index, first spectrum, spectra */
-	double *params;          /* [ns][nfullwave][np], starpu_malloc'd */
+/* A slot of the spots pool: one bundle's spots at a time. */
+struct desi_slot {
+	double *params; /* [bundlesize][nfullwave][np], starpu_malloc'd */
 	starpu_data_handle_t hparams, hspots, hxc, hyc;
-};
-
-/* A subbundle task: its patches' geometry, computed by the driver from the
- * spot corners (known from the trace before the spots exist). */
-struct desi_sub_arg {
-	sp_taskctx_t *ctx;
-	struct desi_bundle *bundle;
-	int k;               /* subbundle within the bundle */
-	desi_batch_t batch;  /* points into geom */
-	int *geom;           /* [6][npatch]: ymin, ny, xmin, nx, w0, core_nw */
+	struct desi_spots_arg *arg;
 };
 
 struct desi_spots_arg {
@@ -43,6 +52,65 @@ struct desi_spots_arg {
 	desi_spot_shape_t shape;
 	size_t n;
 };
+
+/* A subbundle: its patches' geometry, planned when its bundle's tile is. */
+struct desi_sub {
+	desi_batch_t batch; /* every patch; points into geom */
+	int *geom;          /* [6][npatch]: ymin, ny, xmin, nx, w0, core_nw */
+	int bundle, k;      /* bundle, subbundle within it */
+};
+
+struct desi_chunk;
+/* The argument of one task of a chunk: its stage's context and the chunk. */
+struct desi_task_arg {
+	sp_taskctx_t *ctx;
+	struct desi_chunk *ch;
+};
+
+/* Patches [i0, i0 + batch.np) of a subbundle: one task of each stage. */
+struct desi_chunk {
+	desi_batch_t batch; /* rows: the chunk's own [core_nf][nfield][ncols] */
+	struct desi_sub *sub;
+	int isub;           /* the subbundle's index in the frame */
+	int slot, normal;   /* spots slot, normal-equations buffer */
+	size_t nrows;       /* floats of the chunk's rows */
+	starpu_data_handle_t hrows;
+	struct desi_task_arg a_patch, a_decor, a_stitch;
+};
+
+struct desi_job {
+	int refs;
+	desi_plan_t plan;
+	const desi_psf_t *psf;
+	const desi_image_val_t *iv;
+	const char *psf_path;
+	float *buf;   /* the frame [nspec][DESI_NFIELD][nwave], starpu_malloc'd */
+	double *wave, *fullwave;
+	starpu_data_handle_t hframe, *parts;
+	int partitioned;
+	int npar;     /* PSF parameters per spot */
+	int nsubs;
+	struct desi_sub *subs;
+	int *sub0;    /* [nbundles + 1]: the bundles' first subbundles */
+	struct desi_slot *slots;
+	int nslots;
+	struct desi_chunk *chunks;
+	int nchunks, maxchunks;
+	int *chunk0;  /* [nsubs + 1]: the subbundles' first chunks */
+	starpu_data_handle_t *normals;
+	int nnormals, next_normal, chunk;
+	double regularize, psferr;
+	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch;
+};
+
+/* Port types "desi.spots", "desi.normal" and "desi.rows": the job, at the
+ * stage that made it; "desi.frame" is desi_frame_val_t. */
+typedef struct desi_job_val {
+	sp_value_t base;
+	struct desi_job *job;
+} desi_job_val_t;
+
+/* ---- codelets ---- */
 
 static void spots_cpu(void *buffers[], void *cl_arg)
 {
@@ -66,143 +134,212 @@ static void spots_cuda(void *buffers[], void *cl_arg)
 			    (int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
 			    (int32_t *)STARPU_VECTOR_GET_PTR(buffers[3]),
 			    (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", a->ctx->kernel,
+			      sp_cuda_last_error());
 }
 #endif
 
-static struct starpu_perfmodel spots_model = {
-	.type = STARPU_HISTORY_BASED,
-	.symbol = "desi_spots",
-};
+/* The chunk's spots, corners and image, as the kernels take them: buffers
+ * 0-4 of the patch and decorrelate tasks. */
+#define CHUNK_INPUTS(buffers)                                             \
+	(const double *)STARPU_VECTOR_GET_PTR((buffers)[0]),              \
+		(const int32_t *)STARPU_VECTOR_GET_PTR((buffers)[1]),     \
+		(const int32_t *)STARPU_VECTOR_GET_PTR((buffers)[2]),     \
+		(const float *)STARPU_VECTOR_GET_PTR((buffers)[3]),       \
+		(const float *)STARPU_VECTOR_GET_PTR((buffers)[4])
 
-static struct starpu_codelet spots_cl = {
-	.cpu_funcs = { spots_cpu },
-#ifdef SP_HAVE_CUDA
-	.cuda_funcs = { spots_cuda },
-	.cuda_flags = { STARPU_CUDA_ASYNC },
-#endif
-	.nbuffers = 4,
-	.modes = { STARPU_R, STARPU_W, STARPU_W, STARPU_W },
-	.model = &spots_model,
-	.name = "desi_spots",
-};
-
-/* Extracts every patch of one subbundle into its rows of the frame. */
-static void subbundle_cpu(void *buffers[], void *cl_arg)
+static void chunk_failed(const struct desi_task_arg *a, int code, const char *what)
 {
-	const struct desi_sub_arg *a = cl_arg;
+	const struct desi_chunk *ch = a->ch;
+	sp_status_set(a->ctx->status, code, "bundle %d subbundle %d, wavelengths from grid bin %d: %s",
+		      ch->sub->bundle, ch->sub->k, ch->batch.w0[0], what);
+}
+
+static void patch_cpu(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	int bad = desi_extract_batch_cpu(&a->batch, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
-					 (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-					 (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
-					 (const float *)STARPU_VECTOR_GET_PTR(buffers[3]),
-					 (const float *)STARPU_VECTOR_GET_PTR(buffers[4]),
-					 (float *)STARPU_VECTOR_GET_PTR(buffers[5]));
+	if (desi_patch_batch_cpu(&a->ch->batch, CHUNK_INPUTS(buffers),
+				 (double *)STARPU_VECTOR_GET_PTR(buffers[5])) != 0)
+		chunk_failed(a, SP_ENOMEM, "out of memory");
+}
+
+static void decorrelate_cpu(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	int bad = desi_decorrelate_batch_cpu(&a->ch->batch, CHUNK_INPUTS(buffers),
+					     (const double *)STARPU_VECTOR_GET_PTR(buffers[5]),
+					     (float *)STARPU_VECTOR_GET_PTR(buffers[6]));
 	if (bad < 0)
-		sp_status_set(a->ctx->status, SP_ENOMEM, "bundle %d subbundle %d: out of memory",
-			      a->bundle->b, a->k);
+		chunk_failed(a, SP_ENOMEM, "out of memory");
 	else if (bad > 0)
 		sp_status_set(a->ctx->status, SP_EINVAL,
 			      "bundle %d subbundle %d, wavelengths from grid bin %d: the patch's normal "
 			      "matrix is not positive definite",
-			      a->bundle->b, a->k, a->batch.w0[bad - 1]);
+			      a->ch->sub->bundle, a->ch->sub->k, a->ch->batch.w0[bad - 1]);
 }
 
 #ifdef SP_HAVE_CUDA
-static void subbundle_cuda(void *buffers[], void *cl_arg)
+/* Stream-ordered scratch for a CUDA task, or NULL with the status set. */
+static void *task_scratch(const struct desi_task_arg *a, size_t bytes, struct CUstream_st *stream)
 {
-	const struct desi_sub_arg *a = cl_arg;
+	void *p = NULL;
+	if (sp_cuda_malloc_async(&p, bytes, stream) != 0) {
+		char what[96];
+		snprintf(what, sizeof what, "cannot allocate %zu bytes of GPU scratch", bytes);
+		chunk_failed(a, SP_ECUDA, what);
+		return NULL;
+	}
+	return p;
+}
+
+static void patch_cuda(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
 	struct CUstream_st *stream = (struct CUstream_st *)starpu_cuda_get_local_stream();
-	void *blas, *solver, *scratch = NULL;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	void *scratch = task_scratch(a, desi_patch_cuda_scratch(&a->ch->batch), stream);
+	if (scratch == NULL)
+		return;
+	if (desi_patch_batch_cuda(&a->ch->batch, CHUNK_INPUTS(buffers),
+				  (double *)STARPU_VECTOR_GET_PTR(buffers[5]), scratch, stream) != 0)
+		chunk_failed(a, SP_ECUDA, sp_cuda_last_error());
+	sp_cuda_free_async(scratch, stream);
+}
+
+static void decorrelate_cuda(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
+	struct CUstream_st *stream = (struct CUstream_st *)starpu_cuda_get_local_stream();
+	void *blas, *solver;
 	if (sp_status_failed(a->ctx->status))
 		return;
 	sp_cuda_handles(&blas, &solver);
-	size_t bytes = desi_extract_batch_cuda_scratch(&a->batch);
-	/* Stream-ordered allocation: asynchronous, served from the pool. */
-	if (sp_cuda_malloc_async(&scratch, bytes, stream) != 0) {
-		sp_status_set(a->ctx->status, SP_ECUDA, "bundle %d subbundle %d: cannot allocate %zu "
-			      "bytes of GPU scratch", a->bundle->b, a->k, bytes);
+	void *scratch = task_scratch(a, desi_decorrelate_cuda_scratch(&a->ch->batch), stream);
+	if (scratch == NULL)
 		return;
-	}
-	if (desi_extract_batch_cuda(&a->batch, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-				    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
-				    (const float *)STARPU_VECTOR_GET_PTR(buffers[3]),
-				    (const float *)STARPU_VECTOR_GET_PTR(buffers[4]),
-				    (float *)STARPU_VECTOR_GET_PTR(buffers[5]), scratch, blas, solver,
-				    stream) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "bundle %d subbundle %d: %s failed", a->bundle->b,
-			      a->k, "desi_extract_batch_cuda");
+	if (desi_decorrelate_batch_cuda(&a->ch->batch, CHUNK_INPUTS(buffers),
+					(double *)STARPU_VECTOR_GET_PTR(buffers[5]),
+					(float *)STARPU_VECTOR_GET_PTR(buffers[6]), scratch, blas,
+					solver, stream) != 0)
+		chunk_failed(a, SP_ECUDA, sp_cuda_last_error());
 	sp_cuda_free_async(scratch, stream);
 }
 #endif
 
-static uint32_t sub_footprint(struct starpu_task *task)
+/* Copies the chunk's rows into its columns of the subbundle's frame rows. */
+static void stitch_cpu(void *buffers[], void *cl_arg)
 {
-	const struct desi_sub_arg *a = task->cl_arg;
-	return (uint32_t)(a->batch.p.nfib * 1000 + a->batch.np);
+	const struct desi_task_arg *a = cl_arg;
+	const desi_batch_t *b = &a->ch->batch;
+	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	const size_t grid = (size_t)a->ch->sub->batch.nwave_grid;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	for (int r = 0; r < b->p.core_nf * b->nfield; r++)
+		memcpy(dst + (size_t)r * grid + b->col0, src + (size_t)r * b->nwave_grid,
+		       (size_t)b->nwave_grid * sizeof *dst);
 }
 
-static struct starpu_perfmodel sub_model = {
-	.type = STARPU_HISTORY_BASED,
-	.symbol = "desi_extract",
-	.footprint = sub_footprint,
-};
-
-static struct starpu_codelet sub_cl = {
-	.cpu_funcs = { subbundle_cpu },
-	.cpu_funcs_name = { "desi_extract_cpu" },
-#ifdef SP_HAVE_CUDA
-	.cuda_funcs = { subbundle_cuda },
-	.cuda_flags = { STARPU_CUDA_ASYNC },
-#endif
-	.nbuffers = 6,
-	.modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
-	.model = &sub_model,
-	.name = "desi_extract",
-};
-
-struct desi_extract_state {
-	desi_frame_val_t fr;
-	struct desi_bundle *bundles;
-	struct desi_sub_arg *subs;
-	struct desi_spots_arg *spot_args;
-	int nbundles, nsubs;
-	int partitioned;
-};
-
-static void release_bundle(struct desi_bundle *b)
+/* Patch and decorrelate tasks of a chunk: fibres and patches. */
+static uint32_t chunk_footprint(struct starpu_task *task)
 {
-	if (b->hparams) {
-		starpu_data_unregister(b->hparams);
-		starpu_data_unregister(b->hspots);
-		starpu_data_unregister(b->hxc);
-		starpu_data_unregister(b->hyc);
-		b->hparams = NULL;
-	}
-	starpu_free(b->params);
-	b->params = NULL;
+	const struct desi_task_arg *a = task->cl_arg;
+	return (uint32_t)(a->ch->batch.p.nfib * 1000 + a->ch->batch.np);
 }
 
-static void frame_free(sp_value_t *v)
+SP_CODELET(spots_cl, "desi_spots", spots_cpu, SP_CUDA(spots_cuda), NULL, 4, STARPU_R, STARPU_W,
+	   STARPU_W, STARPU_W);
+SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), chunk_footprint, 6, STARPU_R,
+	   STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
+/* RW normal: the CUDA twin factors the matrices in place. */
+SP_CODELET(decor_cl, "desi_decorrelate", decorrelate_cpu, SP_CUDA(decorrelate_cuda),
+	   chunk_footprint, 7, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_RW,
+	   STARPU_W);
+/* Chunks of one subbundle write disjoint columns of its rows: any order. */
+SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, 2, STARPU_R,
+	   STARPU_RW | STARPU_COMMUTE);
+
+/* ---- the job ---- */
+
+static void job_unref(struct desi_job *j)
 {
-	struct desi_extract_state *s = (struct desi_extract_state *)v;
-	for (int b = 0; b < s->nbundles; b++)
-		release_bundle(&s->bundles[b]);
-	if (s->fr.h != NULL) {
-		if (s->partitioned)
-			starpu_data_unpartition(s->fr.h, STARPU_MAIN_RAM);
-		starpu_data_unregister(s->fr.h);
+	if (j == NULL || --j->refs > 0)
+		return;
+	for (int c = 0; c < j->nchunks; c++)
+		if (j->chunks[c].hrows != NULL)
+			starpu_data_unregister(j->chunks[c].hrows);
+	for (int k = 0; j->normals != NULL && k < j->nnormals; k++)
+		if (j->normals[k] != NULL)
+			starpu_data_unregister(j->normals[k]);
+	for (int s = 0; j->slots != NULL && s < j->nslots; s++) {
+		struct desi_slot *sl = &j->slots[s];
+		if (sl->hparams != NULL) {
+			starpu_data_unregister(sl->hparams);
+			starpu_data_unregister(sl->hspots);
+			starpu_data_unregister(sl->hxc);
+			starpu_data_unregister(sl->hyc);
+		}
+		starpu_free(sl->params);
+		free(sl->arg);
 	}
-	starpu_free(s->fr.buf);
-	free(s->fr.wave);
-	free(s->bundles);
-	for (int i = 0; s->subs != NULL && i < s->nsubs; i++)
-		free(s->subs[i].geom);
-	free(s->subs);
-	free(s->spot_args);
-	free(s);
+	if (j->hframe != NULL) {
+		if (j->partitioned)
+			starpu_data_unpartition_submit(j->hframe, (unsigned)j->nsubs, j->parts,
+						       STARPU_MAIN_RAM);
+		if (j->parts != NULL)
+			starpu_data_partition_clean(j->hframe, (unsigned)j->nsubs, j->parts);
+		starpu_data_unregister(j->hframe);
+	}
+	starpu_free(j->buf);
+	for (int s = 0; j->subs != NULL && s < j->nsubs; s++)
+		free(j->subs[s].geom);
+	free(j->subs);
+	free(j->sub0);
+	free(j->slots);
+	free(j->chunks);
+	free(j->chunk0);
+	free(j->normals);
+	free(j->parts);
+	free(j->wave);
+	free(j->fullwave);
+	free(j);
+}
+
+static void job_val_free(sp_value_t *v)
+{
+	desi_job_val_t *jv = (desi_job_val_t *)v;
+	job_unref(jv->job);
+	free(jv);
+}
+
+static int job_val(struct desi_job *j, const char *type, sp_value_t **out)
+{
+	desi_job_val_t *jv = calloc(1, sizeof *jv);
+	if (jv == NULL)
+		return SP_ENOMEM;
+	jv->base.type = type;
+	jv->base.free_cb = job_val_free;
+	jv->job = j;
+	j->refs++;
+	*out = &jv->base;
+	return 0;
+}
+
+static struct desi_job *in_job(sp_value_t *const *in)
+{
+	return ((desi_job_val_t *)in[0])->job;
+}
+
+static int submit_failed(struct desi_job *j, sp_item_t *item, int ret)
+{
+	return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
+			     j->iv->path, ret);
 }
 
 /* Most fibres in a patch: a subbundle and a neighbour each side. */
@@ -211,80 +348,82 @@ static int nf_max(const desi_plan_t *pl)
 	return (pl->bundlesize + pl->nsubbundles - 1) / pl->nsubbundles + 2;
 }
 
-/* Spots of bundles still registered at once: enough to keep every worker
- * busy, few enough to bound memory (each ~90 MB). */
-static int spots_window(void)
-{
-	int w = (int)sp_item_nworkers() / 5 + 2;
-	return w;
-}
-
 /* The geometry of a subbundle's patches, from the corners of its spots,
- * computed from the trace positions in the bundle's spot parameters. */
-static int plan_subbundle(struct desi_sub_arg *sa, const desi_plan_t *pl, const desi_psf_t *psf,
-			  const struct desi_bundle *bu, int np, int npix_y, int npix_x,
-			  double regularize, double psferr)
+ * computed from the trace positions in its bundle's spot parameters. */
+static int plan_subbundle(struct desi_job *j, struct desi_sub *su, const double *params, int ns)
 {
+	const desi_plan_t *pl = &j->plan;
+	const desi_psf_t *psf = j->psf;
 	int c0, nc, f0, nf;
 	int sy = 2 * psf->hsizey + 1, sx = 2 * psf->hsizex + 1;
 	int nwp = pl->nwavestep + 2 * pl->wavepad, npw = pl->npatch_wave;
 	int32_t *xc = malloc((size_t)nf_max(pl) * nwp * sizeof *xc);
 	int32_t *yc = malloc((size_t)nf_max(pl) * nwp * sizeof *yc);
 
-	sa->geom = malloc(6 * (size_t)npw * sizeof *sa->geom);
-	if (xc == NULL || yc == NULL || sa->geom == NULL) {
+	su->geom = malloc(6 * (size_t)npw * sizeof *su->geom);
+	if (xc == NULL || yc == NULL || su->geom == NULL) {
 		free(xc);
 		free(yc);
 		return -1;
 	}
-	desi_plan_subbundle(pl, bu->ns, sa->k, &c0, &nc, &f0, &nf);
-	int *ymin = sa->geom, *ny = ymin + npw, *xmin = ny + npw, *nx = xmin + npw, *w0 = nx + npw,
+	desi_plan_subbundle(pl, ns, su->k, &c0, &nc, &f0, &nf);
+	int *ymin = su->geom, *ny = ymin + npw, *xmin = ny + npw, *nx = xmin + npw, *w0 = nx + npw,
 	    *cnw = w0 + npw;
 	for (int pw = 0; pw < npw; pw++) {
 		w0[pw] = pw * pl->nwavestep;
 		cnw[pw] = pl->nwave - w0[pw] < pl->nwavestep ? pl->nwave - w0[pw] : pl->nwavestep;
 		for (int f = 0; f < nf; f++)
 			for (int w = 0; w < nwp; w++) {
-				const double *q = bu->params + ((size_t)(f0 + f) * pl->nfullwave + w0[pw] + w) * np;
+				const double *q = params + ((size_t)(f0 + f) * pl->nfullwave + w0[pw] + w) * j->npar;
 				xc[f * nwp + w] = desi_spot_corner(q[0], psf->hsizex);
 				yc[f * nwp + w] = desi_spot_corner(q[1], psf->hsizey);
 			}
-		desi_plan_window(pl, xc, yc, nf, nwp, pl->wavepad, cnw[pw], sy, sx, npix_y, npix_x,
-				 &ymin[pw], &ny[pw], &xmin[pw], &nx[pw]);
+		desi_plan_window(pl, xc, yc, nf, nwp, pl->wavepad, cnw[pw], sy, sx, j->iv->img.ny,
+				 j->iv->img.nx, &ymin[pw], &ny[pw], &xmin[pw], &nx[pw]);
 	}
 	free(xc);
 	free(yc);
-	sa->batch = (desi_batch_t){
+	su->batch = (desi_batch_t){
 		.p = { .nfib = nf, .nwave = nwp, .sy = sy, .sx = sx, .core_f0 = c0 - f0, .core_nf = nc,
 		       .core_w0 = pl->wavepad, .core_nw = pl->nwavestep, .ndiag = DESI_NDIAG,
-		       .regularize = regularize, .psferr = psferr },
+		       .regularize = j->regularize, .psferr = j->psferr },
 		.np = npw, .ymin = ymin, .ny = ny, .xmin = xmin, .nx = nx, .w0 = w0, .core_nw = cnw,
-		.fib0 = f0, .nfullwave = pl->nfullwave, .npix_y = npix_y, .npix_x = npix_x,
-		.nwave_grid = pl->nwave, .nfield = DESI_NFIELD, .dw = pl->dw,
+		.fib0 = f0, .nfullwave = pl->nfullwave, .npix_y = j->iv->img.ny,
+		.npix_x = j->iv->img.nx, .nwave_grid = pl->nwave, .nfield = DESI_NFIELD, .col0 = 0,
+		.dw = pl->dw,
 	};
 	return 0;
 }
 
-static int extract_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
-		       sp_value_t **out)
+/* Spots of bundles in flight: enough to keep every worker busy, few enough
+ * to bound memory (each ~90 MB). */
+static int spots_window(void)
+{
+	return (int)sp_item_nworkers() / 5 + 2;
+}
+
+/* ---- desi.spots ---- */
+
+static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
 {
 	sp_status_t *status = sp_item_status(item);
 	const desi_psf_val_t *pv = (const desi_psf_val_t *)in[0];
 	const desi_image_val_t *iv = (const desi_image_val_t *)in[1];
 	const desi_psf_t *psf = pv->psf;
-	struct desi_extract_state *s = calloc(1, sizeof *s);
+	struct desi_job *j = calloc(1, sizeof *j);
 	char msg[256];
 
-	if (s == NULL)
+	if (j == NULL || job_val(j, "desi.spots", out) != 0) {
+		free(j);
 		return SP_ENOMEM;
-	s->fr.base.type = "desi.frame";
-	s->fr.base.free_cb = frame_free;
-	*out = &s->fr.base;
-	s->fr.psf_path = pv->path;
-	s->fr.image_path = iv->path;
+	}
+	j->psf = psf;
+	j->psf_path = pv->path;
+	j->iv = iv;
 
 #define P(name) (sp_gstage_param(st, name)->text)
-	desi_plan_t *pl = &s->fr.plan;
+	desi_plan_t *pl = &j->plan;
 	if (desi_plan_init(pl, sp_param_float(P("wmin")), sp_param_float(P("wmax")),
 			   sp_param_float(P("dw")), (int)sp_param_int(P("specmin")),
 			   (int)sp_param_int(P("nspec")), (int)sp_param_int(P("bundlesize")),
@@ -292,11 +431,7 @@ static int extract_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 			   (int)sp_param_int(P("wavepad")), sp_param_float(P("wavepad_frac")),
 			   sp_param_float(P("pixpad_frac")), msg, sizeof msg) != 0)
 		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
-	double regularize = sp_param_float(P("regularize"));
-	double psferr = sp_param_float(P("psferr"));
 #undef P
-	if (psferr <= 0)
-		psferr = psf->psferr;
 	if (pl->specmin + pl->nspec > psf->nfib)
 		return sp_status_set(status, SP_EINVAL, "%s: spectra %d..%d requested but the PSF has %d fibres",
 				     pv->path, pl->specmin, pl->specmin + pl->nspec - 1, psf->nfib);
@@ -306,108 +441,302 @@ static int extract_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 				     "%s: wavelengths %g..%g are outside the PSF's range %g..%g",
 				     pv->path, pl->wmin, pl->wmax, psf->wmin, psf->wmax);
 
-	/* The frame buffer, partitioned by subbundle. */
+	/* The subbundles, and the frame buffer partitioned by subbundle. */
 	size_t rowlen = (size_t)DESI_NFIELD * pl->nwave;
-	if (starpu_malloc((void **)&s->fr.buf, (size_t)pl->nspec * rowlen * sizeof(float)) != 0)
-		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate the frame", iv->path);
-	memset(s->fr.buf, 0, (size_t)pl->nspec * rowlen * sizeof(float));
-	s->fr.wave = malloc((size_t)pl->nwave * sizeof *s->fr.wave);
-	s->nbundles = pl->nbundles;
-	s->bundles = calloc((size_t)s->nbundles, sizeof *s->bundles);
-	s->subs = calloc((size_t)s->nbundles * pl->nsubbundles, sizeof *s->subs);
-	s->spot_args = calloc((size_t)s->nbundles, sizeof *s->spot_args);
-	uint32_t *lens = calloc((size_t)s->nbundles * pl->nsubbundles, sizeof *lens);
-	if (!s->fr.wave || !s->bundles || !s->subs || !s->spot_args || !lens) {
+	j->sub0 = calloc((size_t)pl->nbundles + 1, sizeof *j->sub0);
+	j->subs = calloc((size_t)pl->nbundles * pl->nsubbundles, sizeof *j->subs);
+	uint32_t *lens = calloc((size_t)pl->nbundles * pl->nsubbundles, sizeof *lens);
+	j->wave = malloc((size_t)pl->nwave * sizeof *j->wave);
+	j->fullwave = malloc((size_t)pl->nfullwave * sizeof *j->fullwave);
+	j->nslots = spots_window() < pl->nbundles ? spots_window() : pl->nbundles;
+	j->slots = calloc((size_t)j->nslots, sizeof *j->slots);
+	if (!j->sub0 || !j->subs || !lens || !j->wave || !j->fullwave || !j->slots) {
 		free(lens);
 		return SP_ENOMEM;
 	}
-	for (int w = 0; w < pl->nwave; w++)
-		s->fr.wave[w] = pl->wmin + pl->dw * w;
-	int nsub = 0;
-	for (int b = 0; b < s->nbundles; b++) {
-		struct desi_bundle *bu = &s->bundles[b];
-		bu->b = b;
-		desi_plan_bundle(pl, b, &bu->s0, &bu->ns);
-		int nk = pl->nsubbundles < bu->ns ? pl->nsubbundles : bu->ns;
+	for (int b = 0; b < pl->nbundles; b++) {
+		int s0, ns;
+		desi_plan_bundle(pl, b, &s0, &ns);
+		int nk = pl->nsubbundles < ns ? pl->nsubbundles : ns;
+		j->sub0[b] = j->nsubs;
 		for (int k = 0; k < nk; k++) {
 			int c0, nc, f0, nf;
-			desi_plan_subbundle(pl, bu->ns, k, &c0, &nc, &f0, &nf);
-			lens[nsub++] = (uint32_t)(nc * rowlen);
+			desi_plan_subbundle(pl, ns, k, &c0, &nc, &f0, &nf);
+			j->subs[j->nsubs] = (struct desi_sub){ .bundle = b, .k = k };
+			lens[j->nsubs++] = (uint32_t)(nc * rowlen);
 		}
 	}
-	s->nsubs = nsub;
-	starpu_vector_data_register(&s->fr.h, STARPU_MAIN_RAM, (uintptr_t)s->fr.buf,
-				    (uint32_t)(pl->nspec * rowlen), sizeof(float));
-	struct starpu_data_filter filt = { .filter_func = starpu_vector_filter_list,
-					   .nchildren = (unsigned)nsub,
-					   .filter_arg_ptr = lens };
-	starpu_data_partition(s->fr.h, &filt);
-	s->partitioned = 1;
-	free(lens);
-
-	sp_taskctx_t *sctx = sp_item_taskctx(item, st, "desi_spots");
-	sp_taskctx_t *ectx = sp_item_taskctx(item, st, "desi_extract");
-	if (sctx == NULL || ectx == NULL)
-		return SP_ENOMEM;
-	int np = desi_psf_nparams(psf), sy = 2 * psf->hsizey + 1, sx = 2 * psf->hsizex + 1;
-	double *fullwave = malloc((size_t)pl->nfullwave * sizeof *fullwave);
-	if (fullwave == NULL)
-		return SP_ENOMEM;
+	j->sub0[pl->nbundles] = j->nsubs;
+	for (int w = 0; w < pl->nwave; w++)
+		j->wave[w] = pl->wmin + pl->dw * w;
 	for (int i = 0; i < pl->nfullwave; i++)
-		fullwave[i] = desi_plan_fullwave(pl, i);
-
-	int window = spots_window(), isub = 0, ret = 0;
-	for (int b = 0; b < s->nbundles && ret == 0 && !sp_status_failed(status); b++) {
-		struct desi_bundle *bu = &s->bundles[b];
-		size_t nspot = (size_t)bu->ns * pl->nfullwave;
-		if (b >= window)
-			release_bundle(&s->bundles[b - window]);
-		if (starpu_malloc((void **)&bu->params, nspot * np * sizeof(double)) != 0) {
-			ret = sp_status_set(status, SP_ENOMEM, "%s: out of memory", iv->path);
-			break;
-		}
-		desi_psf_params(psf, bu->s0, bu->ns, fullwave, pl->nfullwave, bu->params);
-		starpu_vector_data_register(&bu->hparams, STARPU_MAIN_RAM, (uintptr_t)bu->params,
-					    (uint32_t)(nspot * np), sizeof(double));
-		starpu_vector_data_register(&bu->hspots, -1, 0, (uint32_t)(nspot * sy * sx), sizeof(double));
-		starpu_vector_data_register(&bu->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
-		starpu_vector_data_register(&bu->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
-		s->spot_args[b] = (struct desi_spots_arg){ sctx,
-			{ psf->hsizex, psf->hsizey, psf->ghdegx, psf->ghdegy }, nspot };
-		sp_taskctx_submitting(sctx);
-		ret = starpu_task_insert(&spots_cl, STARPU_R, bu->hparams, STARPU_W, bu->hspots, STARPU_W,
-					 bu->hxc, STARPU_W, bu->hyc, STARPU_CL_ARGS_NFREE, &s->spot_args[b],
-					 sizeof s->spot_args[b], SP_TASK_ARGS(sctx), 0);
-		int nk = pl->nsubbundles < bu->ns ? pl->nsubbundles : bu->ns;
-		for (int k = 0; k < nk && ret == 0; k++, isub++) {
-			struct desi_sub_arg *sa = &s->subs[isub];
-			*sa = (struct desi_sub_arg){ .ctx = ectx, .bundle = bu, .k = k };
-			if (plan_subbundle(sa, pl, psf, bu, np, iv->img.ny, iv->img.nx, regularize,
-					   psferr) != 0) {
-				ret = SP_ENOMEM;
-				break;
-			}
-			sp_taskctx_submitting(ectx);
-			ret = starpu_task_insert(&sub_cl, STARPU_R, bu->hspots, STARPU_R, bu->hxc, STARPU_R,
-						 bu->hyc, STARPU_R, iv->pix, STARPU_R, iv->ivar, STARPU_W,
-						 starpu_data_get_sub_data(s->fr.h, 1, isub),
-						 STARPU_CL_ARGS_NFREE, sa, sizeof *sa, SP_TASK_ARGS(ectx), 0);
-		}
+		j->fullwave[i] = desi_plan_fullwave(pl, i);
+	if (starpu_malloc((void **)&j->buf, (size_t)pl->nspec * rowlen * sizeof(float)) != 0) {
+		free(lens);
+		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate the frame", iv->path);
 	}
-	free(fullwave);
-	if (ret != 0)
-		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", iv->path, ret);
-	/* Gather the partition back (waits for the subbundle tasks) so that
-	 * the write stage sees one stitched frame. */
-	starpu_data_unpartition(s->fr.h, STARPU_MAIN_RAM);
-	s->partitioned = 0;
-	for (int b = 0; b < s->nbundles; b++)
-		release_bundle(&s->bundles[b]);
-	sp_item_report_num(item, "patches", (double)s->nsubs * pl->npatch_wave);
+	memset(j->buf, 0, (size_t)pl->nspec * rowlen * sizeof(float));
+	starpu_vector_data_register(&j->hframe, STARPU_MAIN_RAM, (uintptr_t)j->buf,
+				    (uint32_t)(pl->nspec * rowlen), sizeof(float));
+	j->parts = calloc((size_t)j->nsubs, sizeof *j->parts);
+	if (j->parts == NULL) {
+		free(lens);
+		return SP_ENOMEM;
+	}
+	struct starpu_data_filter filt = { .filter_func = starpu_vector_filter_list,
+					   .nchildren = (unsigned)j->nsubs,
+					   .filter_arg_ptr = lens };
+	starpu_data_partition_plan(j->hframe, &filt, j->parts);
+	free(lens);
+	starpu_data_partition_submit(j->hframe, (unsigned)j->nsubs, j->parts);
+	j->partitioned = 1;
+
+	/* The pool of bundle slots, each for the largest bundle. */
+	int sy = 2 * psf->hsizey + 1, sx = 2 * psf->hsizex + 1;
+	size_t nspot = (size_t)pl->bundlesize * pl->nfullwave;
+	j->npar = desi_psf_nparams(psf);
+	for (int s = 0; s < j->nslots; s++) {
+		struct desi_slot *sl = &j->slots[s];
+		sl->arg = calloc(1, sizeof *sl->arg);
+		if (sl->arg == NULL || starpu_malloc((void **)&sl->params,
+						     nspot * j->npar * sizeof(double)) != 0)
+			return sp_status_set(status, SP_ENOMEM, "%s: out of memory", iv->path);
+		starpu_vector_data_register(&sl->hparams, STARPU_MAIN_RAM, (uintptr_t)sl->params,
+					    (uint32_t)(nspot * j->npar), sizeof(double));
+		starpu_vector_data_register(&sl->hspots, -1, 0, (uint32_t)(nspot * sy * sx),
+					    sizeof(double));
+		starpu_vector_data_register(&sl->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
+		starpu_vector_data_register(&sl->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
+	}
+	j->ctx_spots = sp_item_taskctx(item, st, "desi_spots");
+	return j->ctx_spots == NULL ? SP_ENOMEM : 0;
+}
+
+/* At the first subbundle t of a bundle: the bundle's Legendre sums (once
+ * the slot's previous spots task is done), its subbundles' patch windows,
+ * its spots task. */
+static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		      sp_value_t *out, int ts)
+{
+	struct desi_job *j = ((desi_job_val_t *)out)->job;
+	const desi_plan_t *pl = &j->plan;
+	(void)st;
+	(void)in;
+	if (ts >= j->nsubs)
+		return SP_TILE_END;
+	int t = j->subs[ts].bundle;
+	if (j->sub0[t] != ts)
+		return 0;
+	struct desi_slot *sl = &j->slots[t % j->nslots];
+	int s0, ns;
+	desi_plan_bundle(pl, t, &s0, &ns);
+	starpu_data_acquire(sl->hparams, STARPU_W);
+	desi_psf_params(j->psf, s0, ns, j->fullwave, pl->nfullwave, sl->params);
+	int rc = 0;
+	for (int s = j->sub0[t]; s < j->sub0[t + 1] && rc == 0; s++)
+		rc = plan_subbundle(j, &j->subs[s], sl->params, ns);
+	starpu_data_release(sl->hparams);
+	if (rc != 0)
+		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
+	*sl->arg = (struct desi_spots_arg){ j->ctx_spots, desi_psf_shape(j->psf),
+					    (size_t)ns * pl->nfullwave };
+	sp_taskctx_submitting(j->ctx_spots);
+	int ret = starpu_task_insert(&spots_cl, STARPU_R, sl->hparams, STARPU_W, sl->hspots, STARPU_W,
+				     sl->hxc, STARPU_W, sl->hyc, STARPU_CL_ARGS_NFREE, sl->arg,
+				     sizeof *sl->arg, SP_TASK_ARGS(j->ctx_spots), 0);
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* ---- desi.patch ---- */
+
+/* Normal-equation buffers in the pool: two per worker, at least 4. */
+static int normals_pool(void)
+{
+	int k = 2 * (int)sp_item_nworkers();
+	return k < 4 ? 4 : k;
+}
+
+static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	struct desi_job *j = in_job(in);
+	const desi_plan_t *pl = &j->plan;
+
+	if (job_val(j, "desi.normal", out) != 0)
+		return SP_ENOMEM;
+	if (sp_status_failed(sp_item_status(item)))
+		return 0;
+	j->regularize = sp_param_float(sp_gstage_param(st, "regularize")->text);
+	/* patches per task: a tile of the subbundle's, the whole subbundle
+	 * when the run has GPUs (their batched solvers want many) */
+	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 8;
+	j->chunk = per < pl->npatch_wave ? per : pl->npatch_wave;
+	int per_sub = (pl->npatch_wave + j->chunk - 1) / j->chunk;
+	j->maxchunks = j->nsubs * per_sub;
+	j->chunks = calloc((size_t)j->maxchunks, sizeof *j->chunks);
+	j->chunk0 = calloc((size_t)j->nsubs + 1, sizeof *j->chunk0);
+	j->nnormals = normals_pool() > per_sub ? normals_pool() : per_sub;
+	if (j->nnormals > j->maxchunks)
+		j->nnormals = j->maxchunks;
+	j->normals = calloc((size_t)j->nnormals, sizeof *j->normals);
+	j->ctx_patch = sp_item_taskctx(item, st, "desi_patch");
+	if (!j->chunks || !j->chunk0 || !j->normals || !j->ctx_patch)
+		return SP_ENOMEM;
+	const size_t n = (size_t)nf_max(pl) * (pl->nwavestep + 2 * pl->wavepad);
+	for (int k = 0; k < j->nnormals; k++)
+		starpu_vector_data_register(&j->normals[k], -1, 0,
+					    (uint32_t)((size_t)j->chunk * (n * n + 2 * n)),
+					    sizeof(double));
+	sp_item_report_num(item, "patches", (double)j->nsubs * pl->npatch_wave);
 	return 0;
 }
 
-static const sp_param_spec_t extract_params[] = {
+/* The chunks of subbundle t, and their patch tasks. */
+static int patch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		      sp_value_t *out, int t)
+{
+	struct desi_job *j = ((desi_job_val_t *)out)->job;
+	struct desi_slot *sl = &j->slots[j->subs[t].bundle % j->nslots];
+	int ret = 0;
+	(void)st;
+	(void)in;
+	j->chunk0[t] = j->nchunks;
+	for (int s = t; s == t && ret == 0; s++) {
+		struct desi_sub *su = &j->subs[s];
+		for (int i0 = 0; i0 < su->batch.np && ret == 0; i0 += j->chunk) {
+			struct desi_chunk *ch = &j->chunks[j->nchunks++];
+			desi_batch_t *b = &ch->batch;
+			*b = su->batch;
+			b->np = su->batch.np - i0 < j->chunk ? su->batch.np - i0 : j->chunk;
+			b->ymin += i0;
+			b->ny += i0;
+			b->xmin += i0;
+			b->nx += i0;
+			b->w0 += i0;
+			b->core_nw += i0;
+			b->col0 = b->w0[0];
+			b->nwave_grid = b->w0[b->np - 1] + b->core_nw[b->np - 1] - b->col0;
+			ch->sub = su;
+			ch->isub = s;
+			ch->slot = su->bundle % j->nslots;
+			ch->normal = j->next_normal++ % j->nnormals;
+			ch->nrows = (size_t)b->p.core_nf * b->nfield * b->nwave_grid;
+			ch->a_patch = (struct desi_task_arg){ j->ctx_patch, ch };
+			sp_taskctx_submitting(j->ctx_patch);
+			ret = starpu_task_insert(&patch_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
+						 STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R,
+						 j->iv->ivar, STARPU_W, j->normals[ch->normal],
+						 STARPU_CL_ARGS_NFREE, &ch->a_patch, sizeof ch->a_patch,
+						 SP_TASK_ARGS(j->ctx_patch), 0);
+		}
+	}
+	j->chunk0[t + 1] = j->nchunks;
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* ---- desi.decorrelate ---- */
+
+static int decorrelate_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			   sp_value_t **out)
+{
+	struct desi_job *j = in_job(in);
+
+	if (job_val(j, "desi.rows", out) != 0)
+		return SP_ENOMEM;
+	j->psferr = sp_param_float(sp_gstage_param(st, "psferr")->text);
+	if (j->psferr <= 0)
+		j->psferr = j->psf->psferr;
+	j->ctx_decor = sp_item_taskctx(item, st, "desi_decorrelate");
+	return j->ctx_decor == NULL ? SP_ENOMEM : 0;
+}
+
+static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+			    sp_value_t *out, int t)
+{
+	struct desi_job *j = ((desi_job_val_t *)out)->job;
+	int ret = 0;
+	(void)st;
+	(void)in;
+	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
+		struct desi_chunk *ch = &j->chunks[c];
+		struct desi_slot *sl = &j->slots[ch->slot];
+		/* the rows are allocated where the task runs, freed after the stitch */
+		starpu_vector_data_register(&ch->hrows, -1, 0, (uint32_t)ch->nrows, sizeof(float));
+		ch->a_decor = (struct desi_task_arg){ j->ctx_decor, ch };
+		sp_taskctx_submitting(j->ctx_decor);
+		ret = starpu_task_insert(&decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc, STARPU_R,
+					 sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
+					 STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows,
+					 STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor,
+					 SP_TASK_ARGS(j->ctx_decor), 0);
+	}
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* ---- desi.stitch ---- */
+
+static void frame_free(sp_value_t *v)
+{
+	desi_frame_val_t *fr = (desi_frame_val_t *)v;
+	job_unref(fr->job);
+	free(fr);
+}
+
+static int stitch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		      sp_value_t **out)
+{
+	struct desi_job *j = in_job(in);
+	desi_frame_val_t *fr = calloc(1, sizeof *fr);
+
+	if (fr == NULL)
+		return SP_ENOMEM;
+	fr->base.type = "desi.frame";
+	fr->base.free_cb = frame_free;
+	fr->job = j;
+	j->refs++;
+	*out = &fr->base;
+	fr->plan = j->plan;
+	fr->buf = j->buf;
+	fr->wave = j->wave;
+	fr->h = j->hframe;
+	fr->psf_path = j->psf_path;
+	fr->image_path = j->iv->path;
+	j->ctx_stitch = sp_item_taskctx(item, st, "desi_stitch");
+	return j->ctx_stitch == NULL ? SP_ENOMEM : 0;
+}
+
+/* Subbundle t's chunks into the frame; after the last one, the frame is
+ * gathered from its partition for the writer (asynchronously). */
+static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		       sp_value_t *out, int t)
+{
+	struct desi_job *j = ((desi_frame_val_t *)out)->job;
+	int ret = 0;
+	(void)st;
+	(void)in;
+	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
+		struct desi_chunk *ch = &j->chunks[c];
+		ch->a_stitch = (struct desi_task_arg){ j->ctx_stitch, ch };
+		sp_taskctx_submitting(j->ctx_stitch);
+		ret = starpu_task_insert(&stitch_cl, STARPU_R, ch->hrows, STARPU_RW | STARPU_COMMUTE,
+					 j->parts[ch->isub], STARPU_CL_ARGS_NFREE, &ch->a_stitch,
+					 sizeof ch->a_stitch, SP_TASK_ARGS(j->ctx_stitch), 0);
+		if (ret == 0) {
+			starpu_data_unregister_submit(ch->hrows);
+			ch->hrows = NULL;
+		}
+	}
+	if (ret == 0 && t == j->nsubs - 1) {
+		starpu_data_unpartition_submit(j->hframe, (unsigned)j->nsubs, j->parts,
+					       STARPU_MAIN_RAM);
+		j->partitioned = 0;
+	}
+	return ret != 0 ? submit_failed(j, item, ret) : 0;
+}
+
+/* ---- the kinds ---- */
+
+static const sp_param_spec_t spots_params[] = {
 	{ "wmin", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "first wavelength of the output grid (A)" },
 	{ "wmax", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "last wavelength of the grid, inclusive (A)" },
 	{ "dw", SP_PT_FLOAT, "0.8", 0.01, 100, NULL, "wavelength step (A)" },
@@ -419,23 +748,75 @@ static const sp_param_spec_t extract_params[] = {
 	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL, "padding wavelengths each side (before wavepad_frac)" },
 	{ "wavepad_frac", SP_PT_FLOAT, "0.2", 0, 10, NULL, "extra padding as a fraction of wavepad" },
 	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window" },
+};
+static const sp_param_spec_t patch_params[] = {
 	{ "regularize", SP_PT_FLOAT, "0", 0, 1e10, NULL, "Tikhonov regularisation added to every bin" },
+};
+static const sp_param_spec_t decorrelate_params[] = {
 	{ "psferr", SP_PT_FLOAT, "0", 0, 1, NULL, "PSF model error for chi2pix; 0: the PSF's PSFERR (0.01)" },
 };
-static const sp_port_spec_t extract_inputs[] = {
+static const sp_port_spec_t spots_inputs[] = {
 	{ "psf", "desi.psf", "the PSF" },
 	{ "image", "desi.image", "the pre-processed image" },
 };
-static const sp_port_spec_t extract_outputs[] = {
+static const sp_port_spec_t spots_outputs[] = {
+	{ "spots", "desi.spots", "the patches' geometry and every bundle's spots" },
+};
+static const sp_port_spec_t patch_outputs[] = {
+	{ "normal", "desi.normal", "A'NA, A'Np and A'N1 of every patch" },
+};
+static const sp_port_spec_t decorrelate_outputs[] = {
+	{ "rows", "desi.rows", "flux, ivar, resolution, chi2pix of every patch's core" },
+};
+static const sp_port_spec_t stitch_outputs[] = {
 	{ "frame", "desi.frame", "extracted spectra, resolution, chi2pix, stitched" },
 };
 
-const sp_stage_kind_t sp_desi_extract_kind = {
-	.name = "desi.extract",
-	.help = "Spectro-perfectionism extraction: spots, patches, decorrelation, stitching",
-	SP_KIND_PARAMS(extract_params),
-	SP_KIND_INPUTS(extract_inputs),
-	SP_KIND_OUTPUTS(extract_outputs),
+#define DESI_PORT(var, name, type, help) static const sp_port_spec_t var[] = { { name, type, help } }
+DESI_PORT(patch_inputs, "spots", "desi.spots", "the spots");
+DESI_PORT(decorrelate_inputs, "normal", "desi.normal", "the normal equations");
+DESI_PORT(stitch_inputs, "rows", "desi.rows", "the patches' rows");
+
+const sp_stage_kind_t sp_desi_spots_kind = {
+	.name = "desi.spots",
+	.help = "DESI: patch geometry and Gauss-Hermite spots of every fibre, a bundle per task",
+	SP_KIND_PARAMS(spots_params),
+	SP_KIND_INPUTS(spots_inputs),
+	SP_KIND_OUTPUTS(spots_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
-	.run = extract_run,
+	.run = spots_run,
+	.run_tile = spots_tile,
+};
+
+const sp_stage_kind_t sp_desi_patch_kind = {
+	.name = "desi.patch",
+	.help = "DESI: normal equations A'NA, A'Np of every patch",
+	SP_KIND_PARAMS(patch_params),
+	SP_KIND_INPUTS(patch_inputs),
+	SP_KIND_OUTPUTS(patch_outputs),
+	.impl = SP_IMPL_CPU_CUDA,
+	.tile = "patches per task; default 8, a whole subbundle when the run has GPUs",
+	.run = patch_run,
+	.run_tile = patch_tile,
+};
+
+const sp_stage_kind_t sp_desi_decorrelate_kind = {
+	.name = "desi.decorrelate",
+	.help = "DESI: solve, resolution matrix, ivar, Rdiags, chi2pix (the patch stage's tasks)",
+	SP_KIND_PARAMS(decorrelate_params),
+	SP_KIND_INPUTS(decorrelate_inputs),
+	SP_KIND_OUTPUTS(decorrelate_outputs),
+	.impl = SP_IMPL_CPU_CUDA,
+	.run = decorrelate_run,
+	.run_tile = decorrelate_tile,
+};
+
+const sp_stage_kind_t sp_desi_stitch_kind = {
+	.name = "desi.stitch",
+	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written)",
+	SP_KIND_INPUTS(stitch_inputs),
+	SP_KIND_OUTPUTS(stitch_outputs),
+	.impl = SP_IMPL_CPU,
+	.run = stitch_run,
+	.run_tile = stitch_tile,
 };

@@ -4,17 +4,23 @@
 #include <cusolverDn.h>
 #include <float.h>
 #include <stdint.h>
+#include <stdio.h>
 
 extern "C" {
 #include "extract.h"
 #include "../../src/error.h"
 }
+#include "../../src/cuda_handles.h"
 
 /*
- * DESIGN.  The patches of a subbundle go through the GPU together, in
- * chunks of at most CHUNK = 64 (47 to 58 patches per subbundle with DESI's
- * grids: one chunk), all asynchronous on the caller's stream; no
- * allocation, no host <-> device copy, no synchronisation.
+ * DESIGN.  The patches of a task go through the GPU together, in chunks
+ * of at most CHUNK = 64 (a whole subbundle, 47 to 58 patches with DESI's
+ * grids, is one chunk), all asynchronous on the caller's stream; no
+ * allocation, no host <-> device copy, no synchronisation.  Two phases, two
+ * graph stages, as on the CPU: desi_patch_batch_cuda() (steps 1-2 below)
+ * writes the normal equations into `normal`, laid out as the CPU's, and
+ * desi_decorrelate_batch_cuda() (steps 1, 3-7) factors and solves them in
+ * place; desi_extract_batch_cuda() chains the two.
  *
  * Geometry.  The per-patch windows and offsets travel by value, in the
  * kernel parameter struct `geom` (2.3 KB: under the 4 KB that every
@@ -28,7 +34,8 @@ extern "C" {
  *     iCov of each patch: the overlap-only sum of extract_cpu.c over the
  *     intersection of the two clipped spot rectangles (0 when disjoint), in
  *     the CPU's order and without FMA (__dmul_rn/__dadd_rn): iCov, y and
- *     fluxweight are the CPU's bit for bit.  k_regularise adds step 2.
+ *     fluxweight are the CPU's bit for bit.  k_regularise adds step 2;
+ *     k_pointers makes the batched calls' pointer arrays (phase 2).
  *  3. cusolverDnDpotrfBatched (lower) factors every iCov in place;
  *     cusolverDnDpotrsBatched (nrhs = 1, its only case) turns y into x.
  *  4. C_bb, the diagonal fibre blocks of iCov^-1, for the core fibres:
@@ -78,7 +85,7 @@ namespace {
 
 struct common {
 	int nfib, m, n, sy, sx, core_f0, core_nf, core_w0, ndiag, nd, nf_out;
-	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield;
+	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield, col0;
 	double regularize, psferr, dw;
 };
 
@@ -95,7 +102,7 @@ static_assert(sizeof(common) + sizeof(geom) + 12 * sizeof(void *) < 4000,
 struct layout {
 	int cap;                  /* patches per chunk */
 	size_t pixcap;            /* window pixels per chunk */
-	size_t pix, ivar, chi2, tpos, icov, x, fw, z, c, core, pa, pz, px, info, info_rs, fail;
+	size_t pix, ivar, chi2, tpos, z, c, core, pa, pz, px, info, info_rs, fail;
 	size_t total;
 };
 
@@ -118,7 +125,11 @@ static size_t smem_bytes(int m)
 	       (2 * (size_t)half + 1) * sizeof(int);
 }
 
-static layout make_layout(const desi_batch_t *b)
+/* Scratch of a phase: PATCH (windows only), DECOR (all but the normal
+ * equations, which live in the caller's `normal`). */
+enum phase { PATCH, DECOR };
+
+static layout make_layout(const desi_batch_t *b, phase ph)
 {
 	layout L = {};
 	const size_t m = (size_t)b->p.nwave, n = (size_t)b->p.nfib * m;
@@ -134,11 +145,12 @@ static layout make_layout(const desi_batch_t *b)
 	size_t at = 0;
 	L.pix = take(&at, px * sizeof(double));
 	L.ivar = take(&at, px * sizeof(double));
+	if (ph == PATCH) {
+		L.total = at;
+		return L;
+	}
 	L.chi2 = take(&at, px * sizeof(double));
 	L.tpos = take(&at, px * sizeof(double));
-	L.icov = take(&at, P * n * n * sizeof(double));
-	L.x = take(&at, P * n * sizeof(double));
-	L.fw = take(&at, P * n * sizeof(double));
 	L.z = take(&at, P * n * k * sizeof(double));
 	L.c = take(&at, P * (size_t)b->p.core_nf * m * m * sizeof(double));
 	L.core = take(&at, P * (size_t)b->p.core_nf * nf_out * m * sizeof(double));
@@ -254,9 +266,8 @@ __global__ void k_normal(common c, geom g, const double *spots, const int32_t *x
 	ic[(size_t)j2 * n + j1] = acc;
 }
 
-/* Step 2 per patch (block i); also the pointer arrays and the flags. */
-__global__ void k_regularise(common c, double *icov, const double *fwv, double *x, double *z,
-			     double **pa, double **px, double **pz, int *fail)
+/* Step 2 per patch (block i). */
+__global__ void k_regularise(common c, double *icov, const double *fwv)
 {
 	__shared__ double red[THREADS];
 	const int i = blockIdx.x, n = c.n;
@@ -278,12 +289,19 @@ __global__ void k_regularise(common c, double *icov, const double *fwv, double *
 		double a = fw[j] < minweight ? __dsub_rn(minweight, fw[j]) : c.regularize;
 		ic[(size_t)j * n + j] = __dadd_rn(ic[(size_t)j * n + j], __dadd_rn(__dmul_rn(a, a), 1e-15));
 	}
-	if (threadIdx.x == 0) {
-		pa[i] = ic;
-		px[i] = x + (size_t)i * n;
-		pz[i] = z + (size_t)i * n * ((size_t)c.core_nf * c.m);
-		fail[i] = 0;
-	}
+}
+
+/* The batched calls' pointer arrays and the failure flags, one thread per patch. */
+__global__ void k_pointers(common c, int np, double *icov, double *x, double *z, double **pa,
+			   double **px, double **pz, int *fail)
+{
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= np)
+		return;
+	pa[i] = icov + (size_t)i * c.n * c.n;
+	px[i] = x + (size_t)i * c.n;
+	pz[i] = z + (size_t)i * c.n * ((size_t)c.core_nf * c.m);
+	fail[i] = 0;
 }
 
 /* Z = the core columns of the identity, column-major n x core_nf m per patch. */
@@ -524,7 +542,8 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 			v = v / c.dw;
 		else if (k == 1)
 			v = v * c.dw * c.dw;
-		rows[((size_t)fc * c.nfield + k) * c.nwave_grid + g.w0[i] + w] = bad ? 0.0f : (float)v;
+		rows[((size_t)fc * c.nfield + k) * c.nwave_grid + (g.w0[i] - c.col0) + w] =
+			bad ? 0.0f : (float)v;
 	}
 }
 
@@ -532,27 +551,36 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 
 /* ---- host side ---- */
 
-#define CU(call)                                      \
-	do {                                          \
-		if ((call) != cudaSuccess)            \
-			return SP_ECUDA;              \
+/* Each failure is noted (sp_cuda_note_error) for the message the user
+ * sees, then SP_ECUDA is returned. */
+#define CU(call)                                                           \
+	do {                                                               \
+		cudaError_t e_ = (call);                                   \
+		if (e_ != cudaSuccess) {                                   \
+			sp_cuda_note_error(#call, cudaGetErrorString(e_)); \
+			return SP_ECUDA;                                   \
+		}                                                          \
 	} while (0)
 #define LAUNCHED() CU(cudaGetLastError())
-#define BL(call)                                        \
-	do {                                            \
-		if ((call) != CUBLAS_STATUS_SUCCESS)    \
-			return SP_ECUDA;                \
+#define BL(call)                                                              \
+	do {                                                                  \
+		cublasStatus_t s_ = (call);                                   \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                            \
+			sp_cuda_note_error(#call, cublasGetStatusString(s_)); \
+			return SP_ECUDA;                                      \
+		}                                                             \
 	} while (0)
-#define SO(call)                                        \
-	do {                                            \
-		if ((call) != CUSOLVER_STATUS_SUCCESS)  \
-			return SP_ECUDA;                \
+#define SO(call)                                                 \
+	do {                                                     \
+		cusolverStatus_t s_ = (call);                    \
+		if (s_ != CUSOLVER_STATUS_SUCCESS) {             \
+			char why_[32];                           \
+			snprintf(why_, sizeof why_, "status %d", \
+				 (int)s_);                       \
+			sp_cuda_note_error(#call, why_);         \
+			return SP_ECUDA;                         \
+		}                                                \
 	} while (0)
-
-extern "C" size_t desi_extract_batch_cuda_scratch(const desi_batch_t *b)
-{
-	return make_layout(b).total;
-}
 
 static unsigned grid_for(size_t work)
 {
@@ -560,25 +588,141 @@ static unsigned grid_for(size_t work)
 	return (unsigned)(g < 1 ? 1 : g > 4096 ? 4096 : g);
 }
 
-extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots,
-				       const int32_t *xc, const int32_t *yc, const float *img,
-				       const float *ivar, float *rows, void *scratch, void *blas,
-				       void *solver, struct CUstream_st *stream)
+/* The kernels' scalar parameters of batch b. */
+static common common_of(const desi_batch_t *b)
 {
 	const desi_patch_t *p = &b->p;
-	const int m = p->nwave, n = p->nfib * m, nd = 2 * p->ndiag + 1;
+	common c;
+	c.nfib = p->nfib;
+	c.m = p->nwave;
+	c.n = p->nfib * p->nwave;
+	c.sy = p->sy;
+	c.sx = p->sx;
+	c.core_f0 = p->core_f0;
+	c.core_nf = p->core_nf;
+	c.core_w0 = p->core_w0;
+	c.ndiag = p->ndiag;
+	c.nd = 2 * p->ndiag + 1;
+	c.nf_out = 4 + c.nd;
+	c.fib0 = b->fib0;
+	c.nfullwave = b->nfullwave;
+	c.npix_y = b->npix_y;
+	c.npix_x = b->npix_x;
+	c.nwave_grid = b->nwave_grid;
+	c.nfield = b->nfield;
+	c.col0 = b->col0;
+	c.regularize = p->regularize;
+	c.psferr = p->psferr;
+	c.dw = b->dw;
+	return c;
+}
+
+/* The geometry of patches [c0, c0 + CHUNK) of b; *maxpix: the largest window. */
+static geom geom_of(const desi_batch_t *b, int c0, size_t *maxpix)
+{
+	geom g;
+	long long off = 0;
+	*maxpix = 0;
+	g.np = b->np - c0 < CHUNK ? b->np - c0 : CHUNK;
+	for (int k = 0; k < g.np; k++) {
+		const int i = c0 + k;
+		g.ymin[k] = b->ymin[i];
+		g.ny[k] = b->ny[i];
+		g.xmin[k] = b->xmin[i];
+		g.nx[k] = b->nx[i];
+		g.w0[k] = b->w0[i];
+		g.cnw[k] = b->core_nw[i];
+		g.poff[k] = off;
+		off += npix_of(b, i);
+		*maxpix = (size_t)npix_of(b, i) > *maxpix ? (size_t)npix_of(b, i) : *maxpix;
+	}
+	return g;
+}
+
+/* Geometry the kernels support: SP_EINVAL otherwise. */
+static int check_batch(const desi_batch_t *b)
+{
+	const desi_patch_t *p = &b->p;
+	if (p->nwave <= 0 || p->nfib <= 0 || p->core_nf <= 0 || p->core_f0 < 0 ||
+	    p->core_f0 + p->core_nf > p->nfib || b->nfield < 4 + 2 * p->ndiag + 1 || p->core_w0 < 0)
+		return SP_EINVAL;
+	for (int i = 0; i < b->np; i++)
+		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > p->nwave)
+			return SP_EINVAL;
+	return 0;
+}
+
+extern "C" size_t desi_patch_cuda_scratch(const desi_batch_t *b)
+{
+	return make_layout(b, PATCH).total;
+}
+
+extern "C" size_t desi_decorrelate_cuda_scratch(const desi_batch_t *b)
+{
+	return make_layout(b, DECOR).total;
+}
+
+extern "C" size_t desi_extract_batch_cuda_scratch(const desi_batch_t *b)
+{
+	return (desi_normal_doubles(b) * sizeof(double) + 255) / 256 * 256 +
+	       desi_decorrelate_cuda_scratch(b);
+}
+
+extern "C" int desi_patch_batch_cuda(const desi_batch_t *b, const double *spots,
+				     const int32_t *xc, const int32_t *yc, const float *img,
+				     const float *ivar, double *normal, void *scratch,
+				     struct CUstream_st *stream)
+{
+	const int n = b->p.nfib * b->p.nwave;
+	cudaStream_t st = (cudaStream_t)stream;
+
+	if (b->np <= 0)
+		return 0;
+	if (check_batch(b) != 0)
+		return SP_EINVAL;
+	const layout L = make_layout(b, PATCH);
+	char *base = (char *)scratch;
+	double *wpix = (double *)(base + L.pix), *wivar = (double *)(base + L.ivar);
+	const size_t np = (size_t)b->np;
+	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n;
+	const common c = common_of(b);
+
+	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
+		size_t maxpix;
+		const geom g = geom_of(b, c0, &maxpix);
+		const int P = g.np;
+		const dim3 pixgrid(grid_for(maxpix), P);
+		const unsigned nt = (unsigned)((n + TILE - 1) / TILE);
+		double *ic = icov + (size_t)c0 * n * n, *yc_ = y + (size_t)c0 * n;
+		double *fwc = fw + (size_t)c0 * n;
+
+		k_window<<<pixgrid, THREADS, 0, st>>>(c, g, img, ivar, wpix, wivar);
+		LAUNCHED();
+		k_normal<<<dim3(nt, nt, P), dim3(TILE, TILE), 0, st>>>(c, g, spots, xc, yc, wpix,
+									 wivar, ic, yc_, fwc);
+		LAUNCHED();
+		k_regularise<<<P, THREADS, 0, st>>>(c, ic, fwc);
+		LAUNCHED();
+	}
+	return 0;
+}
+
+extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *spots,
+					   const int32_t *xc, const int32_t *yc, const float *img,
+					   const float *ivar, double *normal, float *rows,
+					   void *scratch, void *blas, void *solver,
+					   struct CUstream_st *stream)
+{
+	const desi_patch_t *p = &b->p;
+	const int m = p->nwave, n = p->nfib * m;
 	cublasHandle_t hb = (cublasHandle_t)blas;
 	cusolverDnHandle_t hs = (cusolverDnHandle_t)solver;
 	cudaStream_t st = (cudaStream_t)stream;
 
 	if (b->np <= 0)
 		return 0;
-	if (m <= 0 || p->nfib <= 0 || p->core_nf <= 0 || p->core_f0 < 0 ||
-	    p->core_f0 + p->core_nf > p->nfib || b->nfield < 4 + nd || p->core_w0 < 0)
+	if (check_batch(b) != 0)
 		return SP_EINVAL;
-	for (int i = 0; i < b->np; i++)
-		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > m)
-			return SP_EINVAL;
 	const size_t smem = smem_bytes(m);
 	int dev = 0, optin = 0;
 	CU(cudaGetDevice(&dev));
@@ -589,69 +733,32 @@ extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spot
 				(int)smem));
 	BL(cublasSetPointerMode(hb, CUBLAS_POINTER_MODE_HOST));
 
-	const layout L = make_layout(b);
+	const layout L = make_layout(b, DECOR);
 	char *base = (char *)scratch;
 	double *wpix = (double *)(base + L.pix), *wivar = (double *)(base + L.ivar);
 	double *chi2 = (double *)(base + L.chi2), *tpos = (double *)(base + L.tpos);
-	double *icov = (double *)(base + L.icov), *x = (double *)(base + L.x);
-	double *fw = (double *)(base + L.fw), *z = (double *)(base + L.z);
+	double *z = (double *)(base + L.z);
 	double *cbb = (double *)(base + L.c), *core = (double *)(base + L.core);
 	double **pa = (double **)(base + L.pa), **pz = (double **)(base + L.pz);
 	double **px = (double **)(base + L.px);
 	int *info = (int *)(base + L.info), *info_rs = (int *)(base + L.info_rs);
 	int *fail = (int *)(base + L.fail);
-
-	common c;
-	c.nfib = p->nfib;
-	c.m = m;
-	c.n = n;
-	c.sy = p->sy;
-	c.sx = p->sx;
-	c.core_f0 = p->core_f0;
-	c.core_nf = p->core_nf;
-	c.core_w0 = p->core_w0;
-	c.ndiag = p->ndiag;
-	c.nd = nd;
-	c.nf_out = 4 + nd;
-	c.fib0 = b->fib0;
-	c.nfullwave = b->nfullwave;
-	c.npix_y = b->npix_y;
-	c.npix_x = b->npix_x;
-	c.nwave_grid = b->nwave_grid;
-	c.nfield = b->nfield;
-	c.regularize = p->regularize;
-	c.psferr = p->psferr;
-	c.dw = b->dw;
+	const size_t np = (size_t)b->np;
+	double *icov = normal, *y = icov + np * n * n;
+	const common c = common_of(b);
 	const double one = 1.0, zero = 0.0;
 	const int K = p->core_nf * m;
 
 	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
-		geom g;
-		size_t maxpix = 0;
-		long long off = 0;
-		g.np = b->np - c0 < CHUNK ? b->np - c0 : CHUNK;
-		for (int k = 0; k < g.np; k++) {
-			const int i = c0 + k;
-			g.ymin[k] = b->ymin[i];
-			g.ny[k] = b->ny[i];
-			g.xmin[k] = b->xmin[i];
-			g.nx[k] = b->nx[i];
-			g.w0[k] = b->w0[i];
-			g.cnw[k] = b->core_nw[i];
-			g.poff[k] = off;
-			off += npix_of(b, i);
-			maxpix = (size_t)npix_of(b, i) > maxpix ? (size_t)npix_of(b, i) : maxpix;
-		}
+		size_t maxpix;
+		const geom g = geom_of(b, c0, &maxpix);
 		const int P = g.np;
 		const dim3 pixgrid(grid_for(maxpix), P);
-		const unsigned nt = (unsigned)((n + TILE - 1) / TILE);
+		double *ic = icov + (size_t)c0 * n * n, *x = y + (size_t)c0 * n;
 
 		k_window<<<pixgrid, THREADS, 0, st>>>(c, g, img, ivar, wpix, wivar);
 		LAUNCHED();
-		k_normal<<<dim3(nt, nt, P), dim3(TILE, TILE), 0, st>>>(c, g, spots, xc, yc, wpix,
-									 wivar, icov, x, fw);
-		LAUNCHED();
-		k_regularise<<<P, THREADS, 0, st>>>(c, icov, fw, x, z, pa, px, pz, fail);
+		k_pointers<<<grid_for((size_t)P), THREADS, 0, st>>>(c, P, ic, x, z, pa, px, pz, fail);
 		LAUNCHED();
 		SO(cusolverDnDpotrfBatched(hs, CUBLAS_FILL_MODE_LOWER, n, pa, n, info, P));
 		SO(cusolverDnDpotrsBatched(hs, CUBLAS_FILL_MODE_LOWER, n, 1, pa, n, px, n, info_rs,
@@ -677,4 +784,19 @@ extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spot
 		LAUNCHED();
 	}
 	return 0;
+}
+
+extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots,
+				       const int32_t *xc, const int32_t *yc, const float *img,
+				       const float *ivar, float *rows, void *scratch, void *blas,
+				       void *solver, struct CUstream_st *stream)
+{
+	/* the normal equations first in the scratch, then the phases' own */
+	double *normal = (double *)scratch;
+	char *rest = (char *)scratch + (desi_normal_doubles(b) * sizeof(double) + 255) / 256 * 256;
+	int ret = desi_patch_batch_cuda(b, spots, xc, yc, img, ivar, normal, rest, stream);
+	if (ret == 0)
+		ret = desi_decorrelate_batch_cuda(b, spots, xc, yc, img, ivar, normal, rows, rest,
+						  blas, solver, stream);
+	return ret;
 }
