@@ -1,18 +1,13 @@
-/* Pipeline graph files: YAML loading, validation, ${var} expansion, DOT. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* strdup, getline, strcasecmp */
-#endif
+/* Pipeline graph files: YAML loading and validation into an sp_graph_t. */
 #include "graph.h"
+#include "graph_int.h"
 #include "error.h"
 #include "fsutil.h"
 #include "runtime.h"
 
-#include <assert.h>
 #include <errno.h>
-#include <glob.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,413 +26,26 @@
  * ignored by pass 3, so a duplicate is reported once.
  *
  * Out of memory while loading is treated as impossible (abort), as in most
- * command-line tools; sp_graph_expand() returns NULL instead, since it runs
- * per work item inside a batch.
+ * command-line tools (graph_util.c).
  *
  * Every pass is linear in the size of the file (a graph may be generated,
  * with tens of thousands of keys): keys, variables and stage names are
- * looked up in hash tables, the topological sort is Kahn's with a heap, the
- * "did you mean" search has a work budget, and printing the diagnostics
- * indexes the lines once.  What a diagnostic echoes is bounded too: names
- * are cut to SP__NAME_MAX bytes and source lines to SP__SHOW_COLS columns
- * around the caret, so a 10 MB key gives a few hundred bytes of messages.
+ * looked up in hash tables, the topological sort is Kahn's with a heap
+ * (graph_topo.c), the "did you mean" search has a work budget, and printing
+ * the diagnostics indexes the lines once (diag.c).  What a diagnostic echoes
+ * is bounded too: names are cut to SP__NAME_MAX bytes and source lines to
+ * SP__SHOW_COLS columns around the caret, so a 10 MB key gives a few hundred
+ * bytes of messages.
+ *
+ * The files of the graph: graph.c (this one: loading), diag.c (diagnostics
+ * and "did you mean"), graph_topo.c (stage order, cycles), graph_items.c
+ * (work items, ${item} expansion), graph_model.c (accessors, DOT, freeing),
+ * graph_util.c (allocation, strings, hash map); graph_int.h declares what
+ * they share.
  */
 
 #define SP__MAX_DEPTH 64
-#define SP__NAME_MAX 64   /* bytes of a name echoed in a message */
-#define SP__SHOW_COLS 200 /* columns of a source line shown under a message */
 #define SP__SUGGEST_BUDGET 100000000LL /* "did you mean" work per file */
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n != 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "%s: out of memory\n", __func__);
-		abort();
-	}
-	return p;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n != 0 ? n : 1, size != 0 ? size : 1);
-
-	if (p == NULL) {
-		fprintf(stderr, "%s: out of memory\n", __func__);
-		abort();
-	}
-	return p;
-}
-
-static char *xstrndup(const char *s, size_t n)
-{
-	char *p = xrealloc(NULL, n + 1);
-
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
-static char *xstrdup(const char *s)
-{
-	return xstrndup(s, strlen(s));
-}
-
-/* A growable string. */
-typedef struct {
-	char *s;
-	size_t len, cap;
-} sbuf_t;
-
-static void sb_addn(sbuf_t *b, const char *s, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		b->s = xrealloc(b->s, b->cap);
-	}
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
-static void sb_add(sbuf_t *b, const char *s)
-{
-	sb_addn(b, s, strlen(s));
-}
-
-static char *sb_take(sbuf_t *b)
-{
-	char *s = b->s != NULL ? b->s : xstrdup("");
-
-	b->s = NULL;
-	b->len = b->cap = 0;
-	return s;
-}
-
-/* An open-addressing hash table from byte strings to indices.  Keys are
- * not copied: they live in the YAML document or in the stages. */
-typedef struct {
-	struct smap_slot {
-		const char *key; /* NULL: empty */
-		size_t len, val;
-	} *v;
-	size_t cap, n; /* cap: 0 or a power of two */
-} smap_t;
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603u; /* FNV-1a */
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211u;
-	}
-	return h ^ (h >> 29);
-}
-
-/* The value of key, or SIZE_MAX. */
-static size_t smap_get(const smap_t *m, const char *key, size_t len)
-{
-	if (m->cap == 0)
-		return SIZE_MAX;
-	for (size_t i = (size_t)hash_bytes(key, len) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		const struct smap_slot *sl = &m->v[i];
-
-		if (sl->key == NULL)
-			return SIZE_MAX;
-		if (sl->len == len && memcmp(sl->key, key, len) == 0)
-			return sl->val;
-	}
-}
-
-/* Adds key -> val unless key is there; returns the value already there,
- * or SIZE_MAX after adding. */
-static size_t smap_add(smap_t *m, const char *key, size_t len, size_t val)
-{
-	size_t i;
-
-	if (2 * (m->n + 1) > m->cap) {
-		smap_t big = { xcalloc(m->cap ? 2 * m->cap : 16, sizeof *big.v),
-			       m->cap ? 2 * m->cap : 16, 0 };
-
-		for (size_t j = 0; j < m->cap; j++)
-			if (m->v[j].key != NULL)
-				smap_add(&big, m->v[j].key, m->v[j].len, m->v[j].val);
-		free(m->v);
-		*m = big;
-	}
-	for (i = (size_t)hash_bytes(key, len) & (m->cap - 1); m->v[i].key != NULL;
-	     i = (i + 1) & (m->cap - 1))
-		if (m->v[i].len == len && memcmp(m->v[i].key, key, len) == 0)
-			return m->v[i].val;
-	m->v[i].key = key;
-	m->v[i].len = len;
-	m->v[i].val = val;
-	m->n++;
-	return SIZE_MAX;
-}
-
-static void smap_free(smap_t *m)
-{
-	free(m->v);
-	m->v = NULL;
-	m->cap = m->n = 0;
-}
-
-/* --- diagnostics --------------------------------------------------------- */
-
-void sp_diag_init(sp_diag_t *d, const char *file)
-{
-	d->file = file;
-	d->source = NULL;
-	d->n = 0;
-	d->cap = 0;
-	d->v = NULL;
-}
-
-void sp_diag_add(sp_diag_t *d, sp_loc_t loc, const char *fmt, ...)
-{
-	va_list ap;
-	int len;
-	char *msg;
-
-	va_start(ap, fmt);
-	len = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (len < 0)
-		len = 0;
-	msg = xrealloc(NULL, (size_t)len + 1);
-	va_start(ap, fmt);
-	vsnprintf(msg, (size_t)len + 1, fmt, ap);
-	va_end(ap);
-	if (d->n == d->cap) {
-		d->cap = d->cap != 0 ? 2 * d->cap : 16;
-		d->v = xrealloc(d->v, d->cap * sizeof *d->v);
-	}
-	d->v[d->n].loc = loc;
-	d->v[d->n].msg = msg;
-	d->n++;
-}
-
-/* The byte after the character at pos of line (UTF-8). */
-static size_t next_char(const char *line, size_t len, size_t pos)
-{
-	pos++;
-	while (pos < len && ((unsigned char)line[pos] & 0xC0) == 0x80)
-		pos++;
-	return pos;
-}
-
-/* Where the last excerpt stopped scanning, so that many diagnostics on one
- * long line (a flow mapping) do not rescan it from its start each time. */
-struct excerpt_cache {
-	const char *line;
-	size_t pos, ch; /* byte offset and character index of a character */
-};
-
-/* Prints the source line under a diagnostic, at most SP__SHOW_COLS
- * characters of it around column col (with "..." where cut), and a caret
- * under that column.  Columns count characters (as libyaml does), not
- * bytes; tabs are copied so that the caret lines up under them. */
-static void print_excerpt(FILE *f, const char *line, size_t len, int col,
-			  struct excerpt_cache *cc)
-{
-	size_t ci = col > 1 ? (size_t)col - 1 : 0; /* the caret's character index */
-	size_t first = ci > SP__SHOW_COLS / 2 ? ci - SP__SHOW_COLS / 2 : 0;
-	size_t pos = 0, ch = 0, end, k;
-	int cut_left;
-
-	if (cc->line == line && cc->ch <= first) {
-		pos = cc->pos;
-		ch = cc->ch;
-	}
-	while (ch < first && pos < len) {
-		pos = next_char(line, len, pos);
-		ch++;
-	}
-	cc->line = line;
-	cc->pos = pos;
-	cc->ch = ch;
-	if (ch < first) {
-		/* The caret is far past the end of the line: show its end. */
-		first = ch > SP__SHOW_COLS ? ch - SP__SHOW_COLS : 0;
-		for (pos = 0, ch = 0; ch < first; ch++)
-			pos = next_char(line, len, pos);
-	}
-	cut_left = pos > 0;
-	for (end = pos, k = 0; end < len && k < SP__SHOW_COLS; k++)
-		end = next_char(line, len, end);
-	fprintf(f, "  %s%.*s%s\n  %s", cut_left ? "..." : "", (int)(end - pos), line + pos,
-		end < len ? "..." : "", cut_left ? "   " : "");
-	for (k = 0; ch < ci && k <= SP__SHOW_COLS + 3; ch++, k++) {
-		if (pos < end) {
-			fputc(line[pos] == '\t' ? '\t' : ' ', f);
-			pos = next_char(line, len, pos);
-		} else {
-			fputc(' ', f);
-		}
-	}
-	fputs("^\n", f);
-}
-
-void sp_diag_print(const sp_diag_t *d, FILE *f)
-{
-	/* Start and length of each line of the source, found once. */
-	size_t *start = NULL, *len = NULL, nlines = 0;
-	struct excerpt_cache cc = { NULL, 0, 0 };
-
-	if (d->source != NULL) {
-		const char *s = d->source;
-		size_t cap = 0;
-
-		for (size_t at = 0;;) {
-			if (nlines == cap) {
-				cap = cap != 0 ? 2 * cap : 64;
-				start = xrealloc(start, cap * sizeof *start);
-				len = xrealloc(len, cap * sizeof *len);
-			}
-			start[nlines] = at;
-			len[nlines] = strcspn(s + at, "\r\n");
-			nlines++;
-			{
-				const char *nl = strchr(s + at + len[nlines - 1], '\n');
-
-				if (nl == NULL)
-					break;
-				at = (size_t)(nl - s) + 1;
-			}
-		}
-	}
-	for (size_t i = 0; i < d->n; i++) {
-		const struct sp_diag_entry *e = &d->v[i];
-
-		if (e->loc.line <= 0) {
-			fprintf(f, "%s: %s\n", d->file, e->msg);
-			continue;
-		}
-		fprintf(f, "%s:%d:%d: %s\n", d->file, e->loc.line, e->loc.col, e->msg);
-		if ((size_t)e->loc.line > nlines)
-			continue;
-		print_excerpt(f, d->source + start[e->loc.line - 1], len[e->loc.line - 1],
-			      e->loc.col, &cc);
-	}
-	free(start);
-	free(len);
-}
-
-void sp_diag_free(sp_diag_t *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i].msg);
-	free(d->v);
-	free(d->source);
-	d->v = NULL;
-	d->source = NULL;
-	d->n = 0;
-}
-
-/* --- did you mean -------------------------------------------------------- */
-
-static size_t levenshtein(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[65];
-
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-/* The candidate closest to word (edit distance at most 3 and less than the
- * longer length, or one a prefix of the other of at least 3 characters),
- * or NULL.  *budget bounds the work over a whole file (characters compared),
- * so that thousands of unknown names among thousands of candidates stay
- * linear; once spent, no more suggestions. */
-static const char *suggest(long long *budget, const char *word, const char *const *cand,
-			   size_t n)
-{
-	const char *best = NULL;
-	size_t bestd = SIZE_MAX;
-	size_t lw = strlen(word);
-
-	for (size_t i = 0; i < n && *budget > 0; i++) {
-		size_t lc = strlen(cand[i]);
-		size_t longer = lw > lc ? lw : lc;
-		size_t shorter = lw < lc ? lw : lc;
-		size_t d;
-		int ok;
-
-		*budget -= (long long)lc + 1;
-		if (shorter >= 3 && strncmp(word, cand[i], shorter) == 0) {
-			d = longer - shorter; /* the distance of a prefix */
-			ok = 1;
-		} else if (longer - shorter > 3) {
-			continue; /* the distance is at least the difference */
-		} else {
-			*budget -= (long long)(lw * lc);
-			d = levenshtein(word, cand[i]);
-			ok = d <= 3 && d < longer;
-		}
-		if (ok && d < bestd) {
-			best = cand[i];
-			bestd = d;
-		}
-	}
-	return best;
-}
-
-/* word[0..n) for a message, cut to SP__NAME_MAX bytes (at a character
- * boundary, "..." added) if longer: in buf, which holds SP__NAME_MAX + 4
- * bytes, or word itself when it is whole and short. */
-static const char *clipn_to(char *buf, const char *word, size_t n)
-{
-	size_t k = SP__NAME_MAX - 3;
-
-	if (n <= SP__NAME_MAX && word[n] == '\0')
-		return word;
-	if (n <= SP__NAME_MAX) {
-		memcpy(buf, word, n);
-		buf[n] = '\0';
-		return buf;
-	}
-	while (k > 0 && ((unsigned char)word[k] & 0xC0) == 0x80)
-		k--;
-	memcpy(buf, word, k);
-	memcpy(buf + k, "...", 4);
-	return buf;
-}
-
-/* " (did you mean 'x'?)" into buf, or "". */
-static const char *dym(long long *budget, char *buf, size_t len, const char *word,
-		       const char *const *cand, size_t n)
-{
-	const char *s = suggest(budget, word, cand, n);
-	char cut[SP__NAME_MAX + 4];
-
-	if (s == NULL)
-		buf[0] = '\0';
-	else
-		snprintf(buf, len, " (did you mean '%s'?)", clipn_to(cut, s, strlen(s)));
-	return buf;
-}
 
 /* --- YAML helpers -------------------------------------------------------- */
 
@@ -457,20 +65,20 @@ typedef struct {
 	smap_t var_index;       /* vars by name */
 	const char **var_cand;  /* variable and builtin names, for suggestions */
 	unsigned char *skip;    /* by node id: a key pass 3 ignores (a duplicate) */
-	long long budget;       /* of suggest() */
+	long long budget;       /* of sp__diag_dym() */
 	char clip[4][SP__NAME_MAX + 4];
 	unsigned nclip;
 } ctx_t;
 
-/* s cut for a message (see clipn_to); valid until four more calls. */
+/* s cut for a message (see sp__diag_clipn); valid until four more calls. */
 static const char *clipn(ctx_t *c, const char *s, size_t n)
 {
-	return clipn_to(c->clip[c->nclip++ % 4], s, n);
+	return sp__diag_clipn(c->clip[c->nclip++ % 4], s, n);
 }
 
 static const char *clip(ctx_t *c, const char *s)
 {
-	return clipn(c, s, strnlen(s, SP__NAME_MAX + 1));
+	return sp__diag_clip(c->clip[c->nclip++ % 4], s);
 }
 
 static sp_loc_t loc_of(const yaml_node_t *n)
@@ -540,8 +148,8 @@ static void check_tree(ctx_t *c, yaml_node_t *n, int depth)
 					    type_name(k));
 				c->skip[p->key] = 1;
 			} else {
-				size_t first = smap_add(&seen, (const char *)k->data.scalar.value,
-							k->data.scalar.length, (size_t)(p - s));
+				size_t first = sp__smap_add(&seen, (const char *)k->data.scalar.value,
+							    k->data.scalar.length, (size_t)(p - s));
 
 				if (first != SIZE_MAX) {
 					sp_loc_t l0 = loc_of(node(c, s[first].key));
@@ -555,7 +163,7 @@ static void check_tree(ctx_t *c, yaml_node_t *n, int depth)
 			check_tree(c, node(c, p->key), depth + 1);
 			check_tree(c, node(c, p->value), depth + 1);
 		}
-		smap_free(&seen);
+		sp__smap_free(&seen);
 	}
 }
 
@@ -583,12 +191,27 @@ static yaml_node_t *map_get(ctx_t *c, yaml_node_t *map, const char *key)
 	return NULL;
 }
 
+/* Reports "LEAD 'WORD'TAIL" at loc, word being a name not among the n
+ * candidates, followed by " (did you mean 'X'?)" when one of them is close
+ * to it, else by hint ("" for nothing more).  Every "unknown name" message
+ * of the loader is made here. */
+static void unknown_name(ctx_t *c, sp_loc_t loc, const char *lead, const char *word,
+			 const char *tail, const char *const *cand, size_t n, const char *hint)
+{
+	char buf[128];
+
+	sp__diag_dym(&c->budget, buf, sizeof buf, word, cand, n);
+	sp_diag_add(c->d, loc, "%s '%s'%s%s", lead, clip(c, word), tail,
+		    buf[0] != '\0' ? buf : hint);
+}
+
 /* Reports keys of map not in `allowed` (what: "top-level key", ...). */
 static void check_allowed(ctx_t *c, yaml_node_t *map, const char *const *allowed,
 			  size_t n, const char *what, const char *where)
 {
-	char buf[128];
+	char lead[64];
 
+	snprintf(lead, sizeof lead, "unknown %s", what);
 	FOR_PAIRS(c, map, p)
 	{
 		yaml_node_t *k = node(c, p->key);
@@ -598,23 +221,11 @@ static void check_allowed(ctx_t *c, yaml_node_t *map, const char *const *allowed
 			if (strcmp(sval(k), allowed[i]) == 0)
 				break;
 		if (i == n)
-			sp_diag_add(c->d, loc_of(k), "unknown %s '%s'%s%s", what,
-				    clip(c, sval(k)), where,
-				    dym(&c->budget, buf, sizeof buf, sval(k), allowed, n));
+			unknown_name(c, loc_of(k), lead, sval(k), where, allowed, n, "");
 	}
 }
 
 /* --- ${var} -------------------------------------------------------------- */
-
-static const char *const builtins[] = { "item", "stem", "index" };
-
-static int is_builtin(const char *s, size_t n)
-{
-	for (size_t i = 0; i < 3; i++)
-		if (strlen(builtins[i]) == n && memcmp(builtins[i], s, n) == 0)
-			return 1;
-	return 0;
-}
 
 static int valid_var_name(const char *s, size_t n)
 {
@@ -637,24 +248,24 @@ static void add_value(sbuf_t *b, const char *v, int *builtin)
 {
 	while (*v != '\0') {
 		if (v[0] == '$' && v[1] == '$') {
-			sb_add(b, "$$");
+			sp__sb_add(b, "$$");
 			v += 2;
 		} else if (v[0] == '$' && v[1] == '{') {
 			const char *end = strchr(v, '}');
 
-			if (end != NULL && is_builtin(v + 2, (size_t)(end - v - 2))) {
-				sb_addn(b, v, (size_t)(end - v + 1));
+			if (end != NULL && sp__graph_is_builtin(v + 2, (size_t)(end - v - 2))) {
+				sp__sb_addn(b, v, (size_t)(end - v + 1));
 				*builtin = 1;
 				v = end + 1;
 			} else {
-				sb_add(b, "$$");
+				sp__sb_add(b, "$$");
 				v++;
 			}
 		} else if (v[0] == '$') {
-			sb_add(b, "$$");
+			sp__sb_add(b, "$$");
 			v++;
 		} else {
-			sb_addn(b, v, 1);
+			sp__sb_addn(b, v, 1);
 			v++;
 		}
 	}
@@ -681,7 +292,6 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 {
 	const char *s = sval(n);
 	sbuf_t b = { 0 };
-	char buf[128];
 	int bad = 0;
 
 	*builtin = 0;
@@ -691,14 +301,14 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 
 		if (s[0] != '$' || (s[1] != '$' && s[1] != '{')) {
 			if (s[0] == '$')
-				sb_add(&b, "$$");
+				sp__sb_add(&b, "$$");
 			else
-				sb_addn(&b, s, 1);
+				sp__sb_addn(&b, s, 1);
 			s++;
 			continue;
 		}
 		if (s[1] == '$') {
-			sb_add(&b, "$$");
+			sp__sb_add(&b, "$$");
 			s += 2;
 			continue;
 		}
@@ -713,10 +323,10 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 		name = s + 2;
 		len = (size_t)(end - name);
 		s = end + 1;
-		if (is_builtin(name, len)) {
-			sb_add(&b, "${");
-			sb_addn(&b, name, len);
-			sb_add(&b, "}");
+		if (sp__graph_is_builtin(name, len)) {
+			sp__sb_add(&b, "${");
+			sp__sb_addn(&b, name, len);
+			sp__sb_add(&b, "}");
 			*builtin = 1;
 			continue;
 		}
@@ -726,20 +336,19 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 			bad = 1;
 			continue;
 		}
-		i = smap_get(&c->var_index, name, len);
+		i = sp__smap_get(&c->var_index, name, len);
 		if (i == SIZE_MAX) {
-			char *nm = xstrndup(name, len);
+			char *nm = sp__xstrndup(name, len);
 
 			if (c->var_cand == NULL) {
-				c->var_cand = xcalloc(c->nvars + 3, sizeof *c->var_cand);
+				c->var_cand = sp__xcalloc(c->nvars + SP__NBUILTINS, sizeof *c->var_cand);
 				for (size_t j = 0; j < c->nvars; j++)
 					c->var_cand[j] = c->vars[j].name;
-				for (size_t j = 0; j < 3; j++)
-					c->var_cand[c->nvars + j] = builtins[j];
+				for (size_t j = 0; j < SP__NBUILTINS; j++)
+					c->var_cand[c->nvars + j] = sp__graph_builtins[j];
 			}
-			sp_diag_add(c->d, loc_of(n), "unknown variable '%s'%s", clip(c, nm),
-				    dym(&c->budget, buf, sizeof buf, nm, c->var_cand,
-					c->nvars + 3));
+			unknown_name(c, loc_of(n), "unknown variable", nm, "", c->var_cand,
+				     c->nvars + SP__NBUILTINS, "");
 			free(nm);
 			bad = 1;
 		} else if (c->vars[i].value == NULL) {
@@ -756,12 +365,12 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 		return NULL;
 	}
 	if (!*builtin) {
-		char *t = sb_take(&b);
+		char *t = sp__sb_take(&b);
 
 		unescape(t);
 		return t;
 	}
-	return sb_take(&b);
+	return sp__sb_take(&b);
 }
 
 /* The first builtin a text uses, for messages. */
@@ -772,12 +381,12 @@ static const char *first_builtin(const char *t)
 			t++;
 			continue;
 		}
-		for (size_t i = 0; i < 3; i++) {
-			size_t n = strlen(builtins[i]);
+		for (size_t i = 0; i < SP__NBUILTINS; i++) {
+			size_t n = strlen(sp__graph_builtins[i]);
 
-			if (t[0] == '$' && t[1] == '{' && strncmp(t + 2, builtins[i], n) == 0 &&
+			if (t[0] == '$' && t[1] == '{' && strncmp(t + 2, sp__graph_builtins[i], n) == 0 &&
 			    t[2 + n] == '}')
-				return builtins[i];
+				return sp__graph_builtins[i];
 		}
 	}
 	return "item";
@@ -828,7 +437,7 @@ static void fill_defaults(sp_gparam_t *gp, const sp_param_spec_t *specs, size_t 
 {
 	for (size_t i = 0; i < n; i++) {
 		gp[i].spec = &specs[i];
-		gp[i].text = specs[i].def != NULL ? xstrdup(specs[i].def) : NULL;
+		gp[i].text = specs[i].def != NULL ? sp__xstrdup(specs[i].def) : NULL;
 		gp[i].loc.line = gp[i].loc.col = 0;
 	}
 }
@@ -857,15 +466,15 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 		map = NULL;
 	}
 	if (map != NULL && map->type == YAML_MAPPING_NODE) {
-		c->vars = xcalloc(map->data.mapping.pairs.top - map->data.mapping.pairs.start,
-				  sizeof *c->vars);
+		c->vars = sp__xcalloc(map->data.mapping.pairs.top - map->data.mapping.pairs.start,
+				      sizeof *c->vars);
 		FOR_PAIRS(c, map, p)
 		{
 			yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
 			const char *name = sval(k);
 			var_t *var;
 
-			if (is_builtin(name, strlen(name))) {
+			if (sp__graph_is_builtin(name, strlen(name))) {
 				sp_diag_add(c->d, loc_of(k),
 					    "'%s' is a builtin variable and cannot be declared",
 					    clip(c, name));
@@ -878,12 +487,12 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 				continue;
 			}
 			var = &c->vars[c->nvars];
-			var->name = xstrdup(name);
-			smap_add(&c->var_index, var->name, strlen(var->name), c->nvars);
+			var->name = sp__xstrdup(name);
+			sp__smap_add(&c->var_index, var->name, strlen(var->name), c->nvars);
 			c->nvars++;
 			if (v->type == YAML_SCALAR_NODE) {
 				if (!is_null(v))
-					var->value = xstrdup(sval(v));
+					var->value = sp__xstrdup(sval(v));
 			} else if (v->type == YAML_MAPPING_NODE) {
 				yaml_node_t *def = map_get(c, v, "default");
 				yaml_node_t *help = map_get(c, v, "help");
@@ -895,7 +504,7 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 						    "default of variable '%s' must be a scalar, got %s",
 						    clip(c, name), type_name(def));
 				else if (def != NULL && !is_null(def))
-					var->value = xstrdup(sval(def));
+					var->value = sp__xstrdup(sval(def));
 				if (help != NULL && help->type != YAML_SCALAR_NODE)
 					sp_diag_add(c->d, loc_of(help),
 						    "help of variable '%s' must be a scalar, got %s",
@@ -908,35 +517,34 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 		}
 	}
 	for (size_t i = 0; i < nset; i++) {
-		size_t j = smap_get(&c->var_index, set[i].name, strlen(set[i].name));
+		size_t j = sp__smap_get(&c->var_index, set[i].name, strlen(set[i].name));
 		sp_loc_t none = { 0, 0 };
 
-		if (j == SIZE_MAX && is_builtin(set[i].name, strlen(set[i].name))) {
+		if (j == SIZE_MAX && sp__graph_is_builtin(set[i].name, strlen(set[i].name))) {
 			sp_diag_add(c->d, none,
 				    "'%s' is a builtin variable and cannot be given with --set",
 				    set[i].name);
 			continue;
 		}
 		if (j == SIZE_MAX) {
-			const char **cand = xcalloc(c->nvars, sizeof *cand);
+			const char **cand = sp__xcalloc(c->nvars, sizeof *cand);
 
 			for (size_t k = 0; k < c->nvars; k++)
 				cand[k] = c->vars[k].name;
-			sp_diag_add(c->d, none, "unknown variable '%s' given with --set%s",
-				    clip(c, set[i].name),
-				    dym(&c->budget, buf, sizeof buf, set[i].name, cand, c->nvars));
+			unknown_name(c, none, "unknown variable", set[i].name, " given with --set",
+				     cand, c->nvars, "");
 			free(cand);
 			continue;
 		}
 		free(c->vars[j].value);
-		c->vars[j].value = xstrdup(set[i].value != NULL ? set[i].value : "");
+		c->vars[j].value = sp__xstrdup(set[i].value != NULL ? set[i].value : "");
 	}
 	c->g->nvars = c->nvars;
-	c->g->var_names = xcalloc(c->nvars, sizeof(char *));
-	c->g->var_values = xcalloc(c->nvars, sizeof(char *));
+	c->g->var_names = sp__xcalloc(c->nvars, sizeof(char *));
+	c->g->var_values = sp__xcalloc(c->nvars, sizeof(char *));
 	for (size_t i = 0; i < c->nvars; i++) {
-		c->g->var_names[i] = xstrdup(c->vars[i].name);
-		c->g->var_values[i] = c->vars[i].value != NULL ? xstrdup(c->vars[i].value) : NULL;
+		c->g->var_names[i] = sp__xstrdup(c->vars[i].name);
+		c->g->var_values[i] = c->vars[i].value != NULL ? sp__xstrdup(c->vars[i].value) : NULL;
 	}
 }
 
@@ -1011,7 +619,7 @@ static void load_inputs(ctx_t *c, yaml_node_t *map)
 
 			if (n == 0)
 				sp_diag_add(c->d, loc_of(v), "'files' is empty");
-			g->items_spec = xcalloc(n, sizeof(char *));
+			g->items_spec = sp__xcalloc(n, sizeof(char *));
 			for (; it < v->data.sequence.items.top; it++) {
 				char *t = input_path(c, node(c, *it), key);
 
@@ -1022,7 +630,7 @@ static void load_inputs(ctx_t *c, yaml_node_t *map)
 			char *t = input_path(c, v, key);
 
 			if (t != NULL) {
-				g->items_spec = xcalloc(1, sizeof(char *));
+				g->items_spec = sp__xcalloc(1, sizeof(char *));
 				g->items_spec[g->nitems_spec++] = t;
 			}
 		}
@@ -1033,10 +641,10 @@ static void load_inputs(ctx_t *c, yaml_node_t *map)
 
 static void load_runtime(ctx_t *c, yaml_node_t *map)
 {
-	const char **names = xcalloc(sp_runtime_nparams, sizeof *names);
-	char what[160], buf[128], msg[1024];
+	const char **names = sp__xcalloc(sp_runtime_nparams, sizeof *names);
+	char what[160], msg[1024];
 
-	c->g->runtime = xcalloc(sp_runtime_nparams, sizeof *c->g->runtime);
+	c->g->runtime = sp__xcalloc(sp_runtime_nparams, sizeof *c->g->runtime);
 	fill_defaults(c->g->runtime, sp_runtime_params, sp_runtime_nparams);
 	for (size_t i = 0; i < sp_runtime_nparams; i++)
 		names[i] = sp_runtime_params[i].name;
@@ -1053,10 +661,8 @@ static void load_runtime(ctx_t *c, yaml_node_t *map)
 				if (strcmp(sval(k), names[i]) == 0)
 					break;
 			if (i == sp_runtime_nparams) {
-				sp_diag_add(c->d, loc_of(k), "unknown runtime parameter '%s'%s",
-					    clip(c, sval(k)),
-					    dym(&c->budget, buf, sizeof buf, sval(k), names,
-						sp_runtime_nparams));
+				unknown_name(c, loc_of(k), "unknown runtime parameter", sval(k), "",
+					     names, sp_runtime_nparams, "");
 				continue;
 			}
 			snprintf(what, sizeof what, "runtime parameter '%s'", names[i]);
@@ -1079,7 +685,6 @@ typedef struct {
 	int ok;                 /* body is a mapping and `uses:` was found */
 } tstage_t;
 
-#define NOT_CONNECTED SIZE_MAX
 
 static const char *const stage_keys[] = { "uses", "with", "in", "priority", "tile", "where" };
 
@@ -1109,7 +714,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	yaml_node_t *body = ts->val, *uses, *with, *where;
 	const sp_stage_kind_t *kind;
 	char buf[160], what[192];
-	const char *sn = clipn_to(sname, st->name, strlen(st->name));
+	const char *sn = sp__diag_clip(sname, st->name);
 
 	if (body->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(body),
@@ -1134,27 +739,19 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	if (kind == NULL) {
 		size_t nk;
 		const sp_stage_kind_t *const *kinds = sp_stage_kinds(&nk);
-		const char **names = xcalloc(nk, sizeof *names);
-		const char *s;
+		const char **names = sp__xcalloc(nk, sizeof *names);
 
 		for (size_t i = 0; i < nk; i++)
 			names[i] = kinds[i]->name;
-		s = suggest(&c->budget, sval(uses), names, nk);
-		if (s != NULL)
-			sp_diag_add(c->d, loc_of(uses),
-				    "unknown stage kind '%s' (did you mean '%s'?)",
-				    clip(c, sval(uses)), s);
-		else
-			sp_diag_add(c->d, loc_of(uses),
-				    "unknown stage kind '%s' (run 'starpipe list' to see them)",
-				    clip(c, sval(uses)));
+		unknown_name(c, loc_of(uses), "unknown stage kind", sval(uses), "", names, nk,
+			     " (run 'starpipe list' to see them)");
 		free(names);
 		return;
 	}
 	st->kind = kind;
-	st->params = xcalloc(kind->nparams, sizeof *st->params);
+	st->params = sp__xcalloc(kind->nparams, sizeof *st->params);
 	fill_defaults(st->params, kind->params, kind->nparams);
-	st->inputs = xcalloc(kind->ninputs, sizeof *st->inputs);
+	st->inputs = sp__xcalloc(kind->ninputs, sizeof *st->inputs);
 	for (size_t i = 0; i < kind->ninputs; i++)
 		st->inputs[i].stage = NOT_CONNECTED;
 
@@ -1198,7 +795,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		with = NULL;
 	}
 	if (with != NULL && with->type == YAML_MAPPING_NODE) {
-		const char **names = xcalloc(kind->nparams, sizeof *names);
+		const char **names = sp__xcalloc(kind->nparams, sizeof *names);
 
 		for (size_t i = 0; i < kind->nparams; i++)
 			names[i] = kind->params[i].name;
@@ -1211,16 +808,13 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 				if (strcmp(sval(k), names[i]) == 0)
 					break;
 			if (i == kind->nparams) {
-				if (kind->nparams == 0)
-					sp_diag_add(c->d, loc_of(k),
-						    "unknown parameter '%s' ('%s' takes none)",
-						    clip(c, sval(k)), kind->name);
-				else
-					sp_diag_add(c->d, loc_of(k),
-						    "unknown parameter '%s' for '%s'%s",
-						    clip(c, sval(k)), kind->name,
-						    dym(&c->budget, buf, sizeof buf, sval(k), names,
-							kind->nparams));
+				char of[160], none[160];
+
+				snprintf(of, sizeof of, " for '%s'", kind->name);
+				snprintf(none, sizeof none, " ('%s' takes none)", kind->name);
+				unknown_name(c, loc_of(k), "unknown parameter", sval(k),
+					     kind->nparams != 0 ? of : "", names, kind->nparams,
+					     kind->nparams != 0 ? "" : none);
 				continue;
 			}
 			snprintf(what, sizeof what, "parameter '%s' of '%s'", names[i], kind->name);
@@ -1249,8 +843,7 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 	const sp_stage_kind_t *kind = st->kind;
 	yaml_node_t *in = ts[self].val->type == YAML_MAPPING_NODE ?
 				  map_get(c, ts[self].val, "in") : NULL;
-	char buf[160];
-	const char *sn = clipn_to(sname, st->name, strlen(st->name));
+	const char *sn = sp__diag_clip(sname, st->name);
 
 	if (kind == NULL)
 		return;
@@ -1260,7 +853,7 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 		return;
 	}
 	if (in != NULL && in->type == YAML_MAPPING_NODE) {
-		const char **ports = xcalloc(kind->ninputs, sizeof *ports);
+		const char **ports = sp__xcalloc(kind->ninputs, sizeof *ports);
 
 		for (size_t i = 0; i < kind->ninputs; i++)
 			ports[i] = kind->inputs[i].name;
@@ -1275,16 +868,13 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 				if (strcmp(sval(k), ports[i]) == 0)
 					break;
 			if (i == kind->ninputs) {
-				if (kind->ninputs == 0)
-					sp_diag_add(c->d, loc_of(k),
-						    "unknown input port '%s' ('%s' has no inputs)",
-						    clip(c, sval(k)), kind->name);
-				else
-					sp_diag_add(c->d, loc_of(k),
-						    "unknown input port '%s' of '%s'%s",
-						    clip(c, sval(k)), kind->name,
-						    dym(&c->budget, buf, sizeof buf, sval(k), ports,
-							kind->ninputs));
+				char of[160], none[160];
+
+				snprintf(of, sizeof of, " of '%s'", kind->name);
+				snprintf(none, sizeof none, " ('%s' has no inputs)", kind->name);
+				unknown_name(c, loc_of(k), "unknown input port", sval(k),
+					     kind->ninputs != 0 ? of : "", ports, kind->ninputs,
+					     kind->ninputs != 0 ? "" : none);
 				continue;
 			}
 			/* Mark it as handled even when the reference is bad, so
@@ -1304,17 +894,17 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 					    clip(c, ref));
 				continue;
 			}
-			j = smap_get(names, ref, (size_t)(dot - ref));
+			j = sp__smap_get(names, ref, (size_t)(dot - ref));
 			if (j == SIZE_MAX) {
-				char *rs = xstrndup(ref, (size_t)(dot - ref));
+				char *rs = sp__xstrndup(ref, (size_t)(dot - ref));
 
 				if (*cand == NULL) {
-					*cand = xcalloc(n, sizeof **cand);
+					*cand = sp__xcalloc(n, sizeof **cand);
 					for (size_t q = 0; q < n; q++)
 						(*cand)[q] = all[q].name;
 				}
-				sp_diag_add(c->d, loc_of(v), "reference to unknown stage '%s'%s",
-					    clip(c, rs), dym(&c->budget, buf, sizeof buf, rs, *cand, n));
+				unknown_name(c, loc_of(v), "reference to unknown stage", rs, "", *cand,
+					     n, "");
 				free(rs);
 				continue;
 			}
@@ -1330,20 +920,22 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 				if (strcmp(pk->outputs[o].name, dot + 1) == 0)
 					break;
 			if (o == pk->noutputs) {
-				const char **outs = xcalloc(pk->noutputs, sizeof *outs);
+				const char **outs = sp__xcalloc(pk->noutputs, sizeof *outs);
 
 				for (size_t q = 0; q < pk->noutputs; q++)
 					outs[q] = pk->outputs[q].name;
-				if (pk->noutputs == 0)
+				if (pk->noutputs == 0) {
 					sp_diag_add(c->d, loc_of(v),
 						    "stage '%s' (%s) has no outputs",
 						    clip(c, all[j].name), pk->name);
-				else
-					sp_diag_add(c->d, loc_of(v),
-						    "stage '%s' (%s) has no output '%s'%s",
-						    clip(c, all[j].name), pk->name, clip(c, dot + 1),
-						    dym(&c->budget, buf, sizeof buf, dot + 1, outs,
-							pk->noutputs));
+				} else {
+					char lead[192];
+
+					snprintf(lead, sizeof lead, "stage '%s' (%s) has no output",
+						 clip(c, all[j].name), pk->name);
+					unknown_name(c, loc_of(v), lead, dot + 1, "", outs,
+						     pk->noutputs, "");
+				}
 				free(outs);
 				continue;
 			}
@@ -1370,244 +962,6 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 	}
 }
 
-/* The graph's edges for toposort(): a stage's producers are its inputs;
- * its consumers are cons[cstart[i] .. cstart[i + 1]), one per input that
- * it feeds (an edge counts as often as it appears, on both sides). */
-typedef struct {
-	sp_gstage_t *all;
-	size_t n, *cstart, *cons;
-	char *left;     /* still to be explained: on or around a cycle */
-	size_t *lp, *lc; /* per stage: edges from / to stages still left */
-	size_t *queue, nq;
-} topo_t;
-
-static size_t nin(const sp_gstage_t *st)
-{
-	return st->kind != NULL ? st->kind->ninputs : 0;
-}
-
-/* Drops stage i from the left ones; queues those it leaves with no left
- * producer or consumer. */
-static void topo_drop(topo_t *t, size_t i)
-{
-	const sp_gstage_t *st = &t->all[i];
-
-	t->left[i] = 0;
-	for (size_t k = 0; k < nin(st); k++) {
-		size_t j = st->inputs[k].stage;
-
-		if (j != NOT_CONNECTED && t->left[j] && --t->lc[j] == 0)
-			t->queue[t->nq++] = j;
-	}
-	for (size_t e = t->cstart[i]; e < t->cstart[i + 1]; e++) {
-		size_t j = t->cons[e];
-
-		if (t->left[j] && --t->lp[j] == 0)
-			t->queue[t->nq++] = j;
-	}
-}
-
-/* Drops, until none is left, stages with no remaining producer or no
- * remaining consumer: the rest lies on cycles. */
-static void topo_prune(topo_t *t)
-{
-	while (t->nq > 0) {
-		size_t i = t->queue[--t->nq];
-
-		if (t->left[i])
-			topo_drop(t, i);
-	}
-}
-
-/* A binary min-heap of stage indices: among ready stages, file order first. */
-static void heap_push(size_t *h, size_t *n, size_t v)
-{
-	size_t i = (*n)++;
-
-	while (i > 0 && h[(i - 1) / 2] > v) {
-		h[i] = h[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	h[i] = v;
-}
-
-static size_t heap_pop(size_t *h, size_t *n)
-{
-	size_t top = h[0], v = h[--*n], i = 0;
-
-	for (;;) {
-		size_t k = 2 * i + 1;
-
-		if (k >= *n)
-			break;
-		if (k + 1 < *n && h[k + 1] < h[k])
-			k++;
-		if (h[k] >= v)
-			break;
-		h[i] = h[k];
-		i = k;
-	}
-	if (*n > 0)
-		h[i] = v;
-	return top;
-}
-
-/* Sorts the stages topologically (among ready stages, file order first)
- * into order[]; reports each cycle once.  Returns the number sorted.
- * Linear in stages and edges, but for the walks that find cycles. */
-static size_t toposort(ctx_t *c, sp_gstage_t *all, size_t n, size_t *order)
-{
-	topo_t t = { all, n, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
-	size_t *indeg = xcalloc(n, sizeof *indeg), *heap = xcalloc(n, sizeof *heap);
-	size_t *path = xcalloc(n + 1, sizeof *path), *pos = xcalloc(n, sizeof *pos);
-	size_t norder = 0, nheap = 0, ne = 0;
-
-	t.cstart = xcalloc(n + 1, sizeof *t.cstart);
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < nin(&all[i]); k++)
-			if (all[i].inputs[k].stage != NOT_CONNECTED) {
-				t.cstart[all[i].inputs[k].stage + 1]++;
-				indeg[i]++;
-				ne++;
-			}
-	for (size_t i = 0; i < n; i++)
-		t.cstart[i + 1] += t.cstart[i];
-	t.cons = xcalloc(ne, sizeof *t.cons);
-	{
-		size_t *fill = xcalloc(n, sizeof *fill);
-
-		for (size_t i = 0; i < n; i++)
-			for (size_t k = 0; k < nin(&all[i]); k++) {
-				size_t j = all[i].inputs[k].stage;
-
-				if (j != NOT_CONNECTED)
-					t.cons[t.cstart[j] + fill[j]++] = i;
-			}
-		free(fill);
-	}
-
-	/* Kahn's algorithm. */
-	for (size_t i = 0; i < n; i++)
-		if (indeg[i] == 0)
-			heap_push(heap, &nheap, i);
-	while (nheap > 0) {
-		size_t i = heap_pop(heap, &nheap);
-
-		order[norder++] = i;
-		for (size_t e = t.cstart[i]; e < t.cstart[i + 1]; e++)
-			if (--indeg[t.cons[e]] == 0)
-				heap_push(heap, &nheap, t.cons[e]);
-	}
-
-	/* What is left is on a cycle, or downstream or upstream of one. */
-	t.left = xcalloc(n, 1);
-	t.lp = indeg; /* what Kahn's left of it counts the edges from left stages */
-	t.lc = xcalloc(n, sizeof *t.lc);
-	t.queue = xcalloc(3 * n + 1, sizeof *t.queue); /* each stage queued <= 3 times */
-	for (size_t i = 0; i < n; i++)
-		t.left[i] = indeg[i] != 0;
-	for (size_t i = 0; i < n; i++)
-		for (size_t e = t.cstart[i]; e < t.cstart[i + 1]; e++)
-			t.lc[i] += t.left[i] && t.left[t.cons[e]];
-	for (size_t i = 0; i < n; i++)
-		if (t.left[i] && (t.lp[i] == 0 || t.lc[i] == 0))
-			t.queue[t.nq++] = i;
-	topo_prune(&t);
-	for (size_t i = 0; i < n; i++)
-		pos[i] = SIZE_MAX;
-
-	for (size_t first = 0; first < n;) {
-		size_t len = 0, at, start;
-		sbuf_t b = { 0 };
-
-		if (!t.left[first]) {
-			first++;
-			continue;
-		}
-		/* Walk producers (the first in file order) from `first` until
-		 * a stage repeats. */
-		at = first;
-		while (pos[at] == SIZE_MAX) {
-			size_t j = NOT_CONNECTED;
-
-			pos[at] = len;
-			path[len++] = at;
-			for (size_t k = 0; k < nin(&all[at]); k++) {
-				size_t p = all[at].inputs[k].stage;
-
-				if (p != NOT_CONNECTED && t.left[p] && (j == NOT_CONNECTED || p < j))
-					j = p;
-			}
-			assert(j != NOT_CONNECTED);
-			at = j;
-		}
-		start = pos[at];
-		for (size_t k = 0; k < len; k++)
-			pos[path[k]] = SIZE_MAX;
-		/* path[start..len) is the cycle against the data flow; print
-		 * it with the flow, from its first stage in file order (at most
-		 * 16 stages of it). */
-		{
-			size_t m = start, clen = len - start;
-
-			for (size_t k = start; k < len; k++)
-				if (path[k] < path[m])
-					m = k;
-			sb_add(&b, "cycle: ");
-			for (size_t k = 0, q = m; k <= clen; k++) {
-				if (k < 15 || k == clen) {
-					sb_add(&b, clip(c, all[path[q]].name));
-					if (k < clen)
-						sb_add(&b, " -> ");
-				} else if (k == 15) {
-					char more[64];
-
-					snprintf(more, sizeof more, "... (%zu more) -> ", clen - 15);
-					sb_add(&b, more);
-				}
-				q = q == start ? len - 1 : q - 1;
-			}
-			sp_diag_add(c->d, all[path[m]].loc, "%s", b.s);
-			free(b.s);
-			/* Stages that were only on this cycle's path are
-			 * dropped by pruning again. */
-			for (size_t k = start; k < len; k++)
-				if (t.left[path[k]])
-					topo_drop(&t, path[k]);
-			topo_prune(&t);
-		}
-		/* Stages before `first` are all done with: going on from it is
-		 * rescanning from the start of the file. */
-	}
-	free(indeg);
-	free(heap);
-	free(path);
-	free(pos);
-	free(t.cstart);
-	free(t.cons);
-	free(t.left);
-	free(t.lc);
-	free(t.queue);
-	return norder;
-}
-
-static void free_params(sp_gparam_t *p, size_t n)
-{
-	if (p == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(p[i].text);
-	free(p);
-}
-
-static void free_stage(sp_gstage_t *st)
-{
-	free(st->name);
-	if (st->kind != NULL)
-		free_params(st->params, st->kind->nparams);
-	free(st->inputs);
-}
-
 static void load_stages(ctx_t *c, yaml_node_t *map)
 {
 	sp_graph_t *g = c->g;
@@ -1623,10 +977,10 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 			    is_null(map) ? "nothing" : type_name(map));
 		return;
 	}
-	ts = xcalloc((size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start),
-		     sizeof *ts);
-	all = xcalloc((size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start),
-		      sizeof *all);
+	ts = sp__xcalloc((size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start),
+			 sizeof *ts);
+	all = sp__xcalloc((size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start),
+			  sizeof *all);
 	FOR_PAIRS(c, map, p)
 	{
 		yaml_node_t *k = node(c, p->key);
@@ -1639,9 +993,9 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 		}
 		ts[n].key = k;
 		ts[n].val = node(c, p->value);
-		all[n].name = xstrdup(sval(k));
+		all[n].name = sp__xstrdup(sval(k));
 		all[n].loc = loc_of(k);
-		smap_add(&names, all[n].name, strlen(all[n].name), n);
+		sp__smap_add(&names, all[n].name, strlen(all[n].name), n);
 		n++;
 	}
 	if (n == 0)
@@ -1650,14 +1004,14 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 		load_stage_body(c, &all[i], &ts[i]);
 	for (size_t i = 0; i < n; i++)
 		load_stage_inputs(c, all, ts, n, i, &names, &cand);
-	smap_free(&names);
+	sp__smap_free(&names);
 	free(cand);
 
-	order = xcalloc(n, sizeof *order);
-	rank = xcalloc(n, sizeof *rank);
-	norder = toposort(c, all, n, order);
+	order = sp__xcalloc(n, sizeof *order);
+	rank = sp__xcalloc(n, sizeof *rank);
+	norder = sp__graph_toposort(c->d, all, n, order);
 	if (norder == n) {
-		g->stages = xcalloc(n, sizeof *g->stages);
+		g->stages = sp__xcalloc(n, sizeof *g->stages);
 		for (size_t i = 0; i < n; i++)
 			rank[order[i]] = i;
 		for (size_t i = 0; i < n; i++) {
@@ -1672,7 +1026,7 @@ static void load_stages(ctx_t *c, yaml_node_t *map)
 		g->nstages = n;
 	} else {
 		for (size_t i = 0; i < n; i++)
-			free_stage(&all[i]);
+			sp__graph_free_stage(&all[i]);
 	}
 	free(order);
 	free(rank);
@@ -1804,13 +1158,13 @@ static void load_root(ctx_t *c, yaml_node_t *root, const sp_var_t *set, size_t n
 			    "invalid pipeline name '%s' (use letters, digits, '_', '.' and '-')",
 			    v->type == YAML_SCALAR_NODE ? clip(c, sval(v)) : type_name(v));
 	else
-		g->pipeline = xstrdup(sval(v));
+		g->pipeline = sp__xstrdup(sval(v));
 	v = map_get(c, root, "description");
 	if (v != NULL && v->type != YAML_SCALAR_NODE)
 		sp_diag_add(c->d, loc_of(v), "'description' must be a string, got %s",
 			    type_name(v));
 	else if (v != NULL)
-		g->description = xstrdup(sval(v));
+		g->description = sp__xstrdup(sval(v));
 
 	load_params(c, map_get(c, root, "params"), set, nset);
 	v = map_get(c, root, "inputs");
@@ -1835,7 +1189,7 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 
 	*out = NULL;
 	free(diag->source);
-	diag->source = xstrndup(text, len);
+	diag->source = sp__xstrndup(text, len);
 	if (scan_events(text, len, diag) != 0)
 		return SP_EGRAPH;
 	if (!yaml_parser_initialize(&p)) {
@@ -1852,8 +1206,8 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 
 	c.doc = &doc;
 	c.d = diag;
-	c.g = xcalloc(1, sizeof *c.g);
-	c.g->file = xstrdup(path);
+	c.g = sp__xcalloc(1, sizeof *c.g);
+	c.g->file = sp__xstrdup(path);
 	root = yaml_document_get_root_node(&doc);
 	if (root == NULL || is_null(root)) {
 		sp_loc_t l = { 1, 1 };
@@ -1867,7 +1221,7 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 			    "the top level must be a mapping with 'starpipe:', 'pipeline:' and 'stages:', got %s",
 			    type_name(root));
 	} else {
-		c.skip = xcalloc((size_t)(doc.nodes.top - doc.nodes.start) + 1, 1);
+		c.skip = sp__xcalloc((size_t)(doc.nodes.top - doc.nodes.start) + 1, 1);
 		c.budget = SP__SUGGEST_BUDGET;
 		check_tree(&c, root, 0);
 		load_root(&c, root, vars, nvars);
@@ -1879,7 +1233,7 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 	free(c.vars);
 	free(c.var_cand);
 	free(c.skip);
-	smap_free(&c.var_index);
+	sp__smap_free(&c.var_index);
 	yaml_document_delete(&doc);
 	if (diag->n != before) {
 		sp_graph_free(&c.g);
@@ -1894,16 +1248,6 @@ int sp_graph_load_string(const char *path, const char *text, const sp_var_t *var
 {
 	return load_text(path, text, strlen(text), vars, nvars, out, diag);
 }
-
-/* Why sp_fopen_regular() refused path, without the path it starts with. */
-static const char *open_reason(const char *path, const sp_err_t *e)
-{
-	size_t pl = strlen(path);
-	if (e->code == SP_ENOENT)
-		return strerror(ENOENT);
-	return strncmp(e->msg, path, pl) == 0 && e->msg[pl] == ':' ? e->msg + pl + 2 : e->msg;
-}
-
 int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph_t **out,
 		  sp_diag_t *diag)
 {
@@ -1918,11 +1262,11 @@ int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph
 
 	*out = NULL;
 	if (f == NULL) {
-		sp_diag_add(diag, none, "cannot open: %s", open_reason(path, &oerr));
+		sp_diag_add(diag, none, "cannot open: %s", sp__open_reason(path, &oerr));
 		return oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO;
 	}
 	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		sb_addn(&b, chunk, n);
+		sp__sb_addn(&b, chunk, n);
 	if (ferror(f)) {
 		int e = errno;
 
@@ -1935,283 +1279,4 @@ int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph
 	rc = load_text(path, b.s != NULL ? b.s : "", b.len, vars, nvars, out, diag);
 	free(b.s);
 	return rc;
-}
-
-void sp_graph_free(sp_graph_t **gp)
-{
-	sp_graph_t *g = *gp;
-
-	if (g == NULL)
-		return;
-	*gp = NULL;
-	free(g->file);
-	free(g->pipeline);
-	free(g->description);
-	for (size_t i = 0; i < g->nstages; i++)
-		free_stage(&g->stages[i]);
-	free(g->stages);
-	for (size_t i = 0; i < g->nitems_spec; i++)
-		free(g->items_spec[i]);
-	free(g->items_spec);
-	free_params(g->runtime, g->runtime != NULL ? sp_runtime_nparams : 0);
-	for (size_t i = 0; i < g->nvars; i++) {
-		free(g->var_names[i]);
-		free(g->var_values[i]);
-	}
-	free(g->var_names);
-	free(g->var_values);
-	free(g);
-}
-
-/* --- after loading ------------------------------------------------------- */
-
-/* Whether t holds a per-item builtin (then its literal '$' are `$$`). */
-static int has_builtin(const char *t)
-{
-	for (; *t != '\0'; t++) {
-		if (t[0] == '$' && t[1] == '$') {
-			t++;
-			continue;
-		}
-		if (t[0] == '$' && t[1] == '{') {
-			const char *end = strchr(t, '}');
-
-			if (end != NULL && is_builtin(t + 2, (size_t)(end - t - 2)))
-				return 1;
-		}
-	}
-	return 0;
-}
-
-char *sp_graph_expand(const char *text, const char *item, size_t index)
-{
-	char num[32];
-	const char *base, *dot;
-	size_t cap, len = 0, stemlen;
-	char *out;
-
-	if (item == NULL)
-		item = "";
-	if (!has_builtin(text))
-		return strdup(text);
-	base = strrchr(item, '/');
-	base = base != NULL ? base + 1 : item;
-	dot = strrchr(base, '.');
-	stemlen = dot != NULL && dot != base ? (size_t)(dot - base) : strlen(base);
-	snprintf(num, sizeof num, "%zu", index);
-
-	/* Each builtin's replacement is at most this long. */
-	cap = strlen(item) + sizeof num;
-	{
-		size_t nrefs = 0;
-
-		for (const char *t = text; (t = strchr(t, '$')) != NULL; t++)
-			nrefs++;
-		if (nrefs > (SIZE_MAX - strlen(text) - 1) / cap)
-			return NULL;
-		cap = strlen(text) + nrefs * cap + 1;
-	}
-	out = malloc(cap);
-	if (out == NULL)
-		return NULL;
-	for (const char *t = text; *t != '\0';) {
-		const char *rep = NULL;
-		size_t rlen = 0, skip = 0;
-
-		if (t[0] == '$' && t[1] == '$') {
-			rep = "$";
-			rlen = 1;
-			skip = 2;
-		} else if (strncmp(t, "${item}", 7) == 0) {
-			rep = item;
-			rlen = strlen(item);
-			skip = 7;
-		} else if (strncmp(t, "${stem}", 7) == 0) {
-			rep = base;
-			rlen = stemlen;
-			skip = 7;
-		} else if (strncmp(t, "${index}", 8) == 0) {
-			rep = num;
-			rlen = strlen(num);
-			skip = 8;
-		}
-		if (rep == NULL) {
-			out[len++] = *t++;
-			continue;
-		}
-		memcpy(out + len, rep, rlen);
-		len += rlen;
-		t += skip;
-	}
-	out[len] = '\0';
-	return out;
-}
-
-static void free_items(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-static int manifest_items(const char *path, char ***items, size_t *n, sp_err_t *err)
-{
-	sp_err_t oerr = { 0 };
-	FILE *f = sp_fopen_regular(path, &oerr);
-	const char *slash = strrchr(path, '/');
-	size_t dirlen = slash != NULL ? (size_t)(slash - path + 1) : 0;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	char **v = NULL;
-	size_t nv = 0;
-
-	if (f == NULL)
-		return sp_seterr(err, oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO, "manifest '%s': %s",
-				 path, open_reason(path, &oerr));
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		char *s = line, *e = line + len;
-
-		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-			*--e = '\0';
-		while (*s == ' ' || *s == '\t')
-			s++;
-		if (*s == '\0' || *s == '#')
-			continue;
-		v = realloc(v, (nv + 1) * sizeof *v);
-		if (v == NULL)
-			abort();
-		if (*s == '/' || dirlen == 0) {
-			v[nv] = strdup(s);
-		} else {
-			v[nv] = malloc(dirlen + strlen(s) + 1);
-			if (v[nv] != NULL) {
-				memcpy(v[nv], path, dirlen);
-				strcpy(v[nv] + dirlen, s);
-			}
-		}
-		if (v[nv] == NULL)
-			abort();
-		nv++;
-	}
-	free(line);
-	if (ferror(f)) {
-		int e = errno;
-
-		fclose(f);
-		free_items(v, nv);
-		return sp_seterr(err, SP_EIO, "manifest '%s': %s", path, strerror(e));
-	}
-	fclose(f);
-	if (nv == 0)
-		return sp_seterr(err, SP_ENOENT, "manifest '%s' lists no files", path);
-	*items = v;
-	*n = nv;
-	return 0;
-}
-
-int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err)
-{
-	*items = NULL;
-	*n = 0;
-	switch (g->items_kind) {
-	case SP_ITEMS_NONE:
-		return 0;
-	case SP_ITEMS_FILES: {
-		char **v = xcalloc(g->nitems_spec, sizeof *v);
-
-		for (size_t i = 0; i < g->nitems_spec; i++)
-			v[i] = xstrdup(g->items_spec[i]);
-		*items = v;
-		*n = g->nitems_spec;
-		return 0;
-	}
-	case SP_ITEMS_GLOB: {
-		glob_t gl;
-		int rc = glob(g->items_spec[0], 0, NULL, &gl);
-		char **v;
-
-		if (rc == GLOB_NOMATCH)
-			return sp_seterr(err, SP_ENOENT, "no file matches '%s'", g->items_spec[0]);
-		if (rc != 0)
-			return sp_seterr(err, SP_EIO, "glob '%s': %s", g->items_spec[0],
-					 rc == GLOB_NOSPACE ? "out of memory" : "read error");
-		v = xcalloc(gl.gl_pathc, sizeof *v);
-		for (size_t i = 0; i < gl.gl_pathc; i++)
-			v[i] = xstrdup(gl.gl_pathv[i]);
-		*items = v;
-		*n = gl.gl_pathc;
-		globfree(&gl);
-		return 0;
-	}
-	case SP_ITEMS_MANIFEST:
-		return manifest_items(g->items_spec[0], items, n, err);
-	}
-	return 0;
-}
-
-/* Whether a stage's parameters name the work item (${item}, ${stem}, ${index}). */
-static int uses_item(const sp_gstage_t *st)
-{
-	for (size_t i = 0; i < st->kind->nparams; i++) {
-		const char *t = st->params[i].text;
-		for (size_t b = 0; t != NULL && b < sizeof builtins / sizeof builtins[0]; b++) {
-			char ref[16];
-			snprintf(ref, sizeof ref, "${%s}", builtins[b]);
-			if (strstr(t, ref) != NULL)
-				return 1;
-		}
-	}
-	return 0;
-}
-
-void sp_graph_dot(const sp_graph_t *g, FILE *f)
-{
-	fprintf(f, "digraph \"%s\" {\n", g->pipeline != NULL ? g->pipeline : "pipeline");
-	fprintf(f, "\trankdir=LR;\n\tnode [shape=box];\n");
-	if (g->items_kind != SP_ITEMS_NONE) {
-		static const char *const what[] = { "", "files", "glob", "manifest" };
-
-		fprintf(f, "\t\"inputs\" [shape=folder, label=\"inputs\\n%s\"];\n",
-			what[g->items_kind]);
-	}
-	for (size_t i = 0; i < g->nstages; i++)
-		fprintf(f, "\t\"%s\" [label=\"%s\\n%s\"];\n", g->stages[i].name,
-			g->stages[i].name, g->stages[i].kind->name);
-	for (size_t i = 0; i < g->nstages; i++) {
-		const sp_gstage_t *st = &g->stages[i];
-
-		if (g->items_kind != SP_ITEMS_NONE && uses_item(st))
-			fprintf(f, "\t\"inputs\" -> \"%s\" [label=\"item\"];\n", st->name);
-		for (size_t j = 0; j < st->kind->ninputs; j++) {
-			const sp_gstage_t *src = &g->stages[st->inputs[j].stage];
-			const char *out = src->kind->outputs[st->inputs[j].port].name;
-			const char *in = st->kind->inputs[j].name;
-
-			if (strcmp(out, in) == 0)
-				fprintf(f, "\t\"%s\" -> \"%s\" [label=\"%s\"];\n", src->name,
-					st->name, in);
-			else
-				fprintf(f, "\t\"%s\" -> \"%s\" [label=\"%s -> %s\"];\n", src->name,
-					st->name, out, in);
-		}
-	}
-	fprintf(f, "}\n");
-}
-
-const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name)
-{
-	for (size_t i = 0; i < st->kind->nparams; i++)
-		if (strcmp(st->params[i].spec->name, name) == 0)
-			return &st->params[i];
-	assert(!"no such parameter");
-	abort();
-}
-
-const char *sp_graph_runtime(const sp_graph_t *g, const char *name)
-{
-	for (size_t i = 0; i < sp_runtime_nparams; i++)
-		if (strcmp(sp_runtime_params[i].name, name) == 0)
-			return g->runtime[i].text;
-	return NULL;
 }

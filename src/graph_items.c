@@ -1,0 +1,218 @@
+/* Work items: the per-item builtins, their expansion, and the list named by inputs:. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strdup, getline, glob */
+#endif
+#include "graph_int.h"
+#include "error.h"
+#include "fsutil.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+/*
+ * DESIGN: the per-item builtins ${item}, ${stem} and ${index} stay in a
+ * parameter's text after loading (a literal '$' then written `$$`), and are
+ * expanded here once per work item.  Unlike loading, which aborts when out
+ * of memory, sp_graph_expand() returns NULL, since it runs per work item
+ * inside a batch.
+ */
+
+const char *const sp__graph_builtins[SP__NBUILTINS] = { "item", "stem", "index" };
+
+int sp__graph_is_builtin(const char *s, size_t n)
+{
+	for (size_t i = 0; i < SP__NBUILTINS; i++)
+		if (strlen(sp__graph_builtins[i]) == n && memcmp(sp__graph_builtins[i], s, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* Whether t holds a per-item builtin (then its literal '$' are `$$`). */
+static int has_builtin(const char *t)
+{
+	for (; *t != '\0'; t++) {
+		if (t[0] == '$' && t[1] == '$') {
+			t++;
+			continue;
+		}
+		if (t[0] == '$' && t[1] == '{') {
+			const char *end = strchr(t, '}');
+
+			if (end != NULL && sp__graph_is_builtin(t + 2, (size_t)(end - t - 2)))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+char *sp_graph_expand(const char *text, const char *item, size_t index)
+{
+	char num[32];
+	const char *base, *dot;
+	size_t cap, len = 0, stemlen;
+	char *out;
+
+	if (item == NULL)
+		item = "";
+	if (!has_builtin(text))
+		return strdup(text);
+	base = strrchr(item, '/');
+	base = base != NULL ? base + 1 : item;
+	dot = strrchr(base, '.');
+	stemlen = dot != NULL && dot != base ? (size_t)(dot - base) : strlen(base);
+	snprintf(num, sizeof num, "%zu", index);
+
+	/* Each builtin's replacement is at most this long. */
+	cap = strlen(item) + sizeof num;
+	{
+		size_t nrefs = 0;
+
+		for (const char *t = text; (t = strchr(t, '$')) != NULL; t++)
+			nrefs++;
+		if (nrefs > (SIZE_MAX - strlen(text) - 1) / cap)
+			return NULL;
+		cap = strlen(text) + nrefs * cap + 1;
+	}
+	out = malloc(cap);
+	if (out == NULL)
+		return NULL;
+	for (const char *t = text; *t != '\0';) {
+		const char *rep = NULL;
+		size_t rlen = 0, skip = 0;
+
+		if (t[0] == '$' && t[1] == '$') {
+			rep = "$";
+			rlen = 1;
+			skip = 2;
+		} else if (strncmp(t, "${item}", 7) == 0) {
+			rep = item;
+			rlen = strlen(item);
+			skip = 7;
+		} else if (strncmp(t, "${stem}", 7) == 0) {
+			rep = base;
+			rlen = stemlen;
+			skip = 7;
+		} else if (strncmp(t, "${index}", 8) == 0) {
+			rep = num;
+			rlen = strlen(num);
+			skip = 8;
+		}
+		if (rep == NULL) {
+			out[len++] = *t++;
+			continue;
+		}
+		memcpy(out + len, rep, rlen);
+		len += rlen;
+		t += skip;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+static void free_items(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int manifest_items(const char *path, char ***items, size_t *n, sp_err_t *err)
+{
+	sp_err_t oerr = { 0 };
+	FILE *f = sp_fopen_regular(path, &oerr);
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = slash != NULL ? (size_t)(slash - path + 1) : 0;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	char **v = NULL;
+	size_t nv = 0;
+
+	if (f == NULL)
+		return sp_seterr(err, oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO, "manifest '%s': %s",
+				 path, sp__open_reason(path, &oerr));
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		char *s = line, *e = line + len;
+
+		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+			*--e = '\0';
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '\0' || *s == '#')
+			continue;
+		v = realloc(v, (nv + 1) * sizeof *v);
+		if (v == NULL)
+			abort();
+		if (*s == '/' || dirlen == 0) {
+			v[nv] = strdup(s);
+		} else {
+			v[nv] = malloc(dirlen + strlen(s) + 1);
+			if (v[nv] != NULL) {
+				memcpy(v[nv], path, dirlen);
+				strcpy(v[nv] + dirlen, s);
+			}
+		}
+		if (v[nv] == NULL)
+			abort();
+		nv++;
+	}
+	free(line);
+	if (ferror(f)) {
+		int e = errno;
+
+		fclose(f);
+		free_items(v, nv);
+		return sp_seterr(err, SP_EIO, "manifest '%s': %s", path, strerror(e));
+	}
+	fclose(f);
+	if (nv == 0)
+		return sp_seterr(err, SP_ENOENT, "manifest '%s' lists no files", path);
+	*items = v;
+	*n = nv;
+	return 0;
+}
+
+int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err)
+{
+	*items = NULL;
+	*n = 0;
+	switch (g->items_kind) {
+	case SP_ITEMS_NONE:
+		return 0;
+	case SP_ITEMS_FILES: {
+		char **v = sp__xcalloc(g->nitems_spec, sizeof *v);
+
+		for (size_t i = 0; i < g->nitems_spec; i++)
+			v[i] = sp__xstrdup(g->items_spec[i]);
+		*items = v;
+		*n = g->nitems_spec;
+		return 0;
+	}
+	case SP_ITEMS_GLOB: {
+		glob_t gl;
+		int rc = glob(g->items_spec[0], 0, NULL, &gl);
+		char **v;
+
+		if (rc == GLOB_NOMATCH)
+			return sp_seterr(err, SP_ENOENT, "no file matches '%s'", g->items_spec[0]);
+		if (rc != 0)
+			return sp_seterr(err, SP_EIO, "glob '%s': %s", g->items_spec[0],
+					 rc == GLOB_NOSPACE ? "out of memory" : "read error");
+		v = sp__xcalloc(gl.gl_pathc, sizeof *v);
+		for (size_t i = 0; i < gl.gl_pathc; i++)
+			v[i] = sp__xstrdup(gl.gl_pathv[i]);
+		*items = v;
+		*n = gl.gl_pathc;
+		globfree(&gl);
+		return 0;
+	}
+	case SP_ITEMS_MANIFEST:
+		return manifest_items(g->items_spec[0], items, n, err);
+	}
+	return 0;
+}

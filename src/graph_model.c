@@ -1,0 +1,117 @@
+/* The loaded graph: its accessors, Graphviz DOT output, and freeing it. */
+#include "graph_int.h"
+#include "runtime.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sp__graph_free_params(sp_gparam_t *p, size_t n)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(p[i].text);
+	free(p);
+}
+
+void sp__graph_free_stage(sp_gstage_t *st)
+{
+	free(st->name);
+	if (st->kind != NULL)
+		sp__graph_free_params(st->params, st->kind->nparams);
+	free(st->inputs);
+}
+
+void sp_graph_free(sp_graph_t **gp)
+{
+	sp_graph_t *g = *gp;
+
+	if (g == NULL)
+		return;
+	*gp = NULL;
+	free(g->file);
+	free(g->pipeline);
+	free(g->description);
+	for (size_t i = 0; i < g->nstages; i++)
+		sp__graph_free_stage(&g->stages[i]);
+	free(g->stages);
+	for (size_t i = 0; i < g->nitems_spec; i++)
+		free(g->items_spec[i]);
+	free(g->items_spec);
+	sp__graph_free_params(g->runtime, g->runtime != NULL ? sp_runtime_nparams : 0);
+	for (size_t i = 0; i < g->nvars; i++) {
+		free(g->var_names[i]);
+		free(g->var_values[i]);
+	}
+	free(g->var_names);
+	free(g->var_values);
+	free(g);
+}
+
+/* Whether a stage's parameters name the work item (${item}, ${stem}, ${index}). */
+static int uses_item(const sp_gstage_t *st)
+{
+	for (size_t i = 0; i < st->kind->nparams; i++) {
+		const char *t = st->params[i].text;
+		for (size_t b = 0; t != NULL && b < SP__NBUILTINS; b++) {
+			char ref[16];
+			snprintf(ref, sizeof ref, "${%s}", sp__graph_builtins[b]);
+			if (strstr(t, ref) != NULL)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+void sp_graph_dot(const sp_graph_t *g, FILE *f)
+{
+	fprintf(f, "digraph \"%s\" {\n", g->pipeline != NULL ? g->pipeline : "pipeline");
+	fprintf(f, "\trankdir=LR;\n\tnode [shape=box];\n");
+	if (g->items_kind != SP_ITEMS_NONE) {
+		static const char *const what[] = { "", "files", "glob", "manifest" };
+
+		fprintf(f, "\t\"inputs\" [shape=folder, label=\"inputs\\n%s\"];\n",
+			what[g->items_kind]);
+	}
+	for (size_t i = 0; i < g->nstages; i++)
+		fprintf(f, "\t\"%s\" [label=\"%s\\n%s\"];\n", g->stages[i].name,
+			g->stages[i].name, g->stages[i].kind->name);
+	for (size_t i = 0; i < g->nstages; i++) {
+		const sp_gstage_t *st = &g->stages[i];
+
+		if (g->items_kind != SP_ITEMS_NONE && uses_item(st))
+			fprintf(f, "\t\"inputs\" -> \"%s\" [label=\"item\"];\n", st->name);
+		for (size_t j = 0; j < st->kind->ninputs; j++) {
+			const sp_gstage_t *src = &g->stages[st->inputs[j].stage];
+			const char *out = src->kind->outputs[st->inputs[j].port].name;
+			const char *in = st->kind->inputs[j].name;
+
+			if (strcmp(out, in) == 0)
+				fprintf(f, "\t\"%s\" -> \"%s\" [label=\"%s\"];\n", src->name,
+					st->name, in);
+			else
+				fprintf(f, "\t\"%s\" -> \"%s\" [label=\"%s -> %s\"];\n", src->name,
+					st->name, out, in);
+		}
+	}
+	fprintf(f, "}\n");
+}
+
+const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name)
+{
+	for (size_t i = 0; i < st->kind->nparams; i++)
+		if (strcmp(st->params[i].spec->name, name) == 0)
+			return &st->params[i];
+	assert(!"no such parameter");
+	abort();
+}
+
+const char *sp_graph_runtime(const sp_graph_t *g, const char *name)
+{
+	for (size_t i = 0; i < sp_runtime_nparams; i++)
+		if (strcmp(sp_runtime_params[i].name, name) == 0)
+			return g->runtime[i].text;
+	return NULL;
+}
