@@ -5,6 +5,7 @@
 #include "fsutil.h"
 #include "runtime.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -692,7 +693,7 @@ static const char *const stage_keys[] = { "uses", "with", "in", "priority", "til
 static void stage_int_key(ctx_t *c, yaml_node_t *body, const char *key, const char *sn,
 			  double min, double max, int *out)
 {
-	const sp_param_spec_t spec = { key, SP_PT_INT, "0", min, max, NULL, NULL };
+	const sp_param_spec_t spec = { key, SP_PT_INT, "0", min, max, NULL, NULL, 0 };
 	yaml_node_t *v = map_get(c, body, key);
 	char msg[192];
 
@@ -765,7 +766,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	where = map_get(c, body, "where");
 	if (where != NULL) {
 		static const sp_param_spec_t spec = { "where", SP_PT_ENUM, "any", 0, -1,
-						      "any|cpu|cuda", NULL };
+						      "any|cpu|cuda", NULL, 0 };
 		char msg[192];
 
 		if (where->type != YAML_SCALAR_NODE)
@@ -1238,6 +1239,18 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 	if (diag->n != before) {
 		sp_graph_free(&c.g);
 		return SP_EGRAPH;
+	}
+	/* Every value checked: the typed parameters, parsed once. */
+	for (size_t s = 0; s < c.g->nstages; s++) {
+		sp_gstage_t *st = &c.g->stages[s];
+		const char *texts[64];
+		if (st->kind->params_size == 0)
+			continue;
+		assert(st->kind->nparams <= sizeof texts / sizeof texts[0]);
+		for (size_t i = 0; i < st->kind->nparams; i++)
+			texts[i] = st->params[i].text;
+		st->typed = sp__xcalloc(1, st->kind->params_size);
+		sp_params_fill(st->kind->params, st->kind->nparams, texts, st->typed);
 	}
 	*out = c.g;
 	return 0;

@@ -69,6 +69,8 @@ typedef struct sp_gstage {
 	unsigned where;      /* `where:` as SP_IMPL_* bits; 0: any worker */
 	sp_gparam_t *params; /* kind->nparams entries, in spec order */
 	sp_ginput_t *inputs; /* kind->ninputs entries, in spec order */
+	void *typed;         /* the kind's typed parameters (kind->params_size
+			      * bytes, sp_params_fill()), or NULL */
 } sp_gstage_t;
 
 typedef enum { SP_ITEMS_NONE, SP_ITEMS_FILES, SP_ITEMS_GLOB, SP_ITEMS_MANIFEST } sp_items_kind_t;

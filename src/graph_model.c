@@ -22,6 +22,7 @@ void sp__graph_free_stage(sp_gstage_t *st)
 	if (st->kind != NULL)
 		sp__graph_free_params(st->params, st->kind->nparams);
 	free(st->inputs);
+	free(st->typed);
 }
 
 void sp_graph_free(sp_graph_t **gp)

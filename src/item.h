@@ -90,11 +90,11 @@ void sp_task_join(struct starpu_task **task);
 
 /*
  * One way to define a codelet: its history-based performance model (symbol
- * = name, optional footprint function), its CPU function and, in a CUDA
+ * = name; optional footprint and size_base functions), its CPU function and, in a CUDA
  * build, its CUDA function (asynchronous: it queues work on the worker's
  * stream and returns; StarPU waits for the stream).  cuda is SP_CUDA(fn)
  * or SP_NO_CUDA; the modes follow nbuffers.
- *   SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL,
+ *   SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL, NULL,
  *              3, STARPU_R, STARPU_R, STARPU_W);
  */
 #ifdef SP_HAVE_CUDA
@@ -103,12 +103,13 @@ void sp_task_join(struct starpu_task **task);
 #define SP_CUDA(fn)
 #endif
 #define SP_NO_CUDA
-#define SP_CODELET(var, name_, cpu, cuda, footprint_, nb, ...)  \
-	static struct starpu_perfmodel var##_model = {           \
-		.type = STARPU_HISTORY_BASED,                    \
-		.symbol = name_,                                 \
-		.footprint = footprint_,                         \
-	};                                                       \
+#define SP_CODELET(var, name_, cpu, cuda, footprint_, size_base_, nb, ...) \
+	static struct starpu_perfmodel var##_model = {                     \
+		.type = STARPU_HISTORY_BASED,                              \
+		.symbol = name_,                                           \
+		.footprint = footprint_,                                   \
+		.size_base = size_base_,                                   \
+	};                                                                 \
 	static struct starpu_codelet var = {                     \
 		.cpu_funcs = { cpu },                            \
 		cuda                                             \

@@ -230,7 +230,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		}
 		case OPT_MEMLIMIT: {
 			static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18,
-							      NULL, NULL };
+							      NULL, NULL, 0 };
 			char msg[256];
 			if (sp_param_check(&spec, optarg, msg, sizeof msg) != 0) {
 				fprintf(stderr, "starpipe: --memory-limit: %s\nTry 'starpipe --help'.\n", msg);

@@ -13,51 +13,17 @@
 #include <strings.h>
 
 /*
- * DESIGN: the kinds themselves live beside their codelets; this file only
- * lists them.  Parameter values are kept as text everywhere (graph files,
- * --set, defaults) and checked here once, so the validator, `starpipe list`
- * and the stages agree on what a value means.
+ * DESIGN: the kinds themselves live beside their codelets and are listed by
+ * codelets/kinds.c (sp_stage_kinds()); this file only searches that list.
+ * Parameter values are kept as text everywhere (graph files, --set,
+ * defaults) and checked here once, so the validator, `starpipe list` and
+ * the stages agree on what a value means.
  */
-
-extern const sp_stage_kind_t sp_jsync_read_kind, sp_jsync_triplets_kind,
-	sp_jsync_power_kind, sp_jsync_write_kind, sp_desi_psf_kind, sp_desi_image_kind,
-	sp_desi_spots_kind, sp_desi_patch_kind, sp_desi_decorrelate_kind, sp_desi_stitch_kind,
-	sp_desi_write_kind, sp_apple_read_kind, sp_apple_preprocess_kind,
-	sp_apple_score_kind, sp_apple_train_kind, sp_apple_classify_kind, sp_apple_morphology_kind,
-	sp_apple_pick_kind, sp_apple_write_kind;
-
-/* Sorted by name: sp_stage_find() relies on it. */
-static const sp_stage_kind_t *const kinds[] = {
-	&sp_apple_classify_kind,
-	&sp_apple_morphology_kind,
-	&sp_apple_pick_kind,
-	&sp_apple_preprocess_kind,
-	&sp_apple_read_kind,
-	&sp_apple_score_kind,
-	&sp_apple_train_kind,
-	&sp_apple_write_kind,
-	&sp_desi_decorrelate_kind,
-	&sp_desi_image_kind,
-	&sp_desi_patch_kind,
-	&sp_desi_psf_kind,
-	&sp_desi_spots_kind,
-	&sp_desi_stitch_kind,
-	&sp_desi_write_kind,
-	&sp_jsync_power_kind,
-	&sp_jsync_read_kind,
-	&sp_jsync_triplets_kind,
-	&sp_jsync_write_kind,
-};
-
-const sp_stage_kind_t *const *sp_stage_kinds(size_t *n)
-{
-	*n = sizeof kinds / sizeof kinds[0];
-	return kinds;
-}
 
 const sp_stage_kind_t *sp_stage_find(const char *name)
 {
-	size_t lo = 0, hi = sizeof kinds / sizeof kinds[0];
+	size_t lo = 0, hi;
+	const sp_stage_kind_t *const *kinds = sp_stage_kinds(&hi);
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -75,17 +41,17 @@ const sp_stage_kind_t *sp_stage_find(const char *name)
 
 const sp_param_spec_t sp_runtime_params[] = {
 	{ "scheduler", SP_PT_STRING, "auto", 0, -1, NULL,
-	  "StarPU scheduling policy (dmdas, lws, eager...); auto picks one" },
+	  "StarPU scheduling policy (dmdas, lws, eager...); auto picks one", 0 },
 	{ "ncpus", SP_PT_INT, "-1", -1, 4096, NULL,
-	  "CPU workers; -1 = all cores" },
+	  "CPU workers; -1 = all cores", 0 },
 	{ "ncuda", SP_PT_INT, "-1", -1, 64, NULL,
-	  "CUDA devices; -1 = all" },
+	  "CUDA devices; -1 = all", 0 },
 	{ "workers_per_gpu", SP_PT_INT, "1", 1, 16, NULL,
-	  "StarPU workers (streams) per GPU" },
+	  "StarPU workers (streams) per GPU", 0 },
 	{ "perfmodel_dir", SP_PT_PATH, "", 0, -1, NULL,
-	  "folder for StarPU performance models; empty = StarPU's default" },
+	  "folder for StarPU performance models; empty = StarPU's default", 0 },
 	{ "calibrate", SP_PT_INT, "0", 0, 2, NULL,
-	  "perf-model calibration: 0 none, 1 calibrate, 2 recalibrate" },
+	  "perf-model calibration: 0 none, 1 calibrate, 2 recalibrate", 0 },
 };
 const size_t sp_runtime_nparams = sizeof sp_runtime_params / sizeof sp_runtime_params[0];
 
@@ -168,22 +134,24 @@ static int parse_size(const char *s, unsigned long long *v)
 	return 0;
 }
 
+/* The index of word in the '|'-separated choices, or -1. */
+static int enum_index(const char *choices, const char *word)
+{
+	size_t len = strlen(word);
+	int i = 0;
+	for (const char *c = choices; c != NULL; i++) {
+		const char *bar = strchr(c, '|');
+		size_t n = bar != NULL ? (size_t)(bar - c) : strlen(c);
+		if (n == len && strncmp(c, word, n) == 0)
+			return i;
+		c = bar != NULL ? bar + 1 : NULL;
+	}
+	return -1;
+}
+
 static int enum_has(const char *choices, const char *s)
 {
-	size_t len = strlen(s);
-	const char *p = choices;
-
-	if (len == 0)
-		return 0;
-	while (p != NULL && *p != '\0') {
-		const char *bar = strchr(p, '|');
-		size_t wlen = bar != NULL ? (size_t)(bar - p) : strlen(p);
-
-		if (wlen == len && memcmp(p, s, len) == 0)
-			return 1;
-		p = bar != NULL ? bar + 1 : NULL;
-	}
-	return 0;
+	return s[0] != '\0' && choices != NULL && enum_index(choices, s) >= 0;
 }
 
 int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,
@@ -298,4 +266,43 @@ unsigned long long sp_param_size(const char *text)
 	if (parse_size(text, &v) != 0)
 		return 0;
 	return v;
+}
+
+void sp_params_fill(const sp_param_spec_t *specs, size_t n, const char *const *texts, void *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		const sp_param_spec_t *sp = &specs[i];
+		char *at = (char *)out + sp->at - 1;
+		if (sp->at == 0)
+			continue;
+		switch (sp->type) {
+		case SP_PT_INT: {
+			long long v = sp_param_int(texts[i]);
+			memcpy(at, &v, sizeof v);
+			break;
+		}
+		case SP_PT_FLOAT: {
+			double v = sp_param_float(texts[i]);
+			memcpy(at, &v, sizeof v);
+			break;
+		}
+		case SP_PT_BOOL: {
+			int v = sp_param_bool(texts[i]);
+			memcpy(at, &v, sizeof v);
+			break;
+		}
+		case SP_PT_SIZE: {
+			unsigned long long v = sp_param_size(texts[i]);
+			memcpy(at, &v, sizeof v);
+			break;
+		}
+		case SP_PT_ENUM: {
+			int v = enum_index(sp->choices, texts[i]);
+			memcpy(at, &v, sizeof v);
+			break;
+		}
+		default:
+			break; /* text: may hold per-item variables */
+		}
+	}
 }

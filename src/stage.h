@@ -34,7 +34,21 @@ typedef struct sp_param_spec {
 	double min, max;     /* range for INT, FLOAT, SIZE; ignored when min > max */
 	const char *choices; /* ENUM: "auto|store|recompute" */
 	const char *help;    /* one line */
+	size_t at;           /* SP_AT(struct, field): where the parsed value goes in
+			      * the kind's typed parameters; 0: not there */
 } sp_param_spec_t;
+
+/*
+ * Typed parameters: a kind may declare a struct of its parameters and give
+ * each numeric, boolean, size or enum spec its field with SP_AT; the graph
+ * loader parses and range-checks every value once and fills the struct
+ * (sp_gstage_t.typed), so a stage reads `params->nspec` instead of looking
+ * a name up and parsing text for every item.  Field types: INT long long,
+ * FLOAT double, BOOL int, SIZE unsigned long long, ENUM int (the index of
+ * the word in `choices`).  Path and string parameters may hold per-item
+ * variables, so they stay text (sp_item_param()).
+ */
+#define SP_AT(type, field) (offsetof(type, field) + 1)
 
 typedef struct sp_port_spec {
 	const char *name;
@@ -101,6 +115,7 @@ typedef struct sp_stage_kind {
 	size_t ninputs;
 	const sp_port_spec_t *outputs;
 	size_t noutputs;
+	size_t params_size; /* sizeof the typed parameters; 0: none */
 	unsigned impl; /* SP_IMPL_* bits compiled into this build */
 	const char *tile; /* what the graph's `tile:` counts, and its default;
 			   * NULL: the kind does not tile */
@@ -117,10 +132,11 @@ typedef struct sp_stage_kind {
 #define SP_KIND_INPUTS(a) .inputs = (a), .ninputs = SP__NELEMS(a)
 #define SP_KIND_OUTPUTS(a) .outputs = (a), .noutputs = SP__NELEMS(a)
 
-/* All registered kinds, sorted by name; *n receives their number. */
+/* All registered kinds, sorted by name; *n receives their number.  Defined
+ * by codelets/kinds.c in the program, by a test's own list in unit tests. */
 const sp_stage_kind_t *const *sp_stage_kinds(size_t *n);
 
-/* The kind called `name`, or NULL. */
+/* The kind called `name`, or NULL (binary search of sp_stage_kinds()). */
 const sp_stage_kind_t *sp_stage_find(const char *name);
 
 /* The parameters accepted by a graph's `runtime:` section. */
@@ -131,6 +147,11 @@ extern const size_t sp_runtime_nparams;
  * message such as "expected an integer in [1, 100000], got '0'" in msg. */
 int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,
 		   size_t msglen);
+
+/* Fills the typed parameters `out` (params_size bytes, zeroed) from the
+ * texts of the n specs' values, each already accepted by sp_param_check().
+ * Specs whose `at` is 0 are skipped. */
+void sp_params_fill(const sp_param_spec_t *specs, size_t n, const char *const *texts, void *out);
 
 /* Parses a value already accepted by sp_param_check(). */
 long long sp_param_int(const char *text);

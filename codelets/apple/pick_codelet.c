@@ -393,33 +393,17 @@ static void pick_cpu(void *buffers[], void *cl_arg)
 		j->picks->npick = n < j->picks->maxpick ? n : j->picks->maxpick;
 }
 
-#ifdef SP_HAVE_CUDA
-#define SP__APPLE_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
-#else
-#define SP__APPLE_CUDA(fn)
-#endif
-
-#define SP__APPLE_CL(var, cuda, nb, ...)               \
-	static struct starpu_perfmodel var##_model = { \
-		.type = STARPU_HISTORY_BASED,          \
-		.symbol = "apple_" #var,               \
-	};                                             \
-	static struct starpu_codelet var##_cl = {      \
-		.cpu_funcs = { var##_cpu },            \
-		cuda                                   \
-		.nbuffers = nb,                        \
-		.modes = { __VA_ARGS__ },              \
-		.model = &var##_model,                 \
-		.name = "apple_" #var,                 \
-	}
-
-SP__APPLE_CL(prepare, SP__APPLE_CUDA(prepare_cuda), 5, STARPU_R, STARPU_W, STARPU_W, STARPU_W,
-	     STARPU_W);
-SP__APPLE_CL(score, SP__APPLE_CUDA(score_cuda), 3, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(train, , 3, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(classify, SP__APPLE_CUDA(classify_cuda), 4, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
-SP__APPLE_CL(morph, SP__APPLE_CUDA(morph_cuda), 2, STARPU_R, STARPU_W);
-SP__APPLE_CL(pick, , 2, STARPU_R, STARPU_W);
+SP_CODELET(prepare_cl, "apple_prepare", prepare_cpu, SP_CUDA(prepare_cuda), NULL, NULL, 5,
+	   STARPU_R, STARPU_W, STARPU_W, STARPU_W, STARPU_W);
+SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL, NULL, 3, STARPU_R,
+	   STARPU_R, STARPU_W);
+SP_CODELET(train_cl, "apple_train", train_cpu, SP_NO_CUDA, NULL, NULL, 3, STARPU_R, STARPU_R,
+	   STARPU_W);
+SP_CODELET(classify_cl, "apple_classify", classify_cpu, SP_CUDA(classify_cuda), NULL, NULL, 4,
+	   STARPU_R, STARPU_R, STARPU_R, STARPU_W);
+SP_CODELET(morph_cl, "apple_morph", morph_cpu, SP_CUDA(morph_cuda), NULL, NULL, 2, STARPU_R,
+	   STARPU_W);
+SP_CODELET(pick_cl, "apple_pick", pick_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R, STARPU_W);
 
 static void job_unref(struct apple_job *j)
 {
@@ -564,6 +548,13 @@ static int submit_failed(struct apple_job *j, sp_item_t *item, int ret)
 			     j->path, ret);
 }
 
+/* apple.preprocess's parameters, parsed once when the graph is loaded. */
+struct preprocess_params {
+	long long particle_size, max_particle_size, min_particle_size, minimum_overlap_amount;
+	long long query_image_size, tau1, tau2, container_size;
+	int fix_quirks;
+};
+
 static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 			  sp_value_t **out)
 {
@@ -578,18 +569,17 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	}
 	j->path = m->path;
 
-#define P(name) ((int)sp_param_int(sp_gstage_param(st, name)->text))
+	const struct preprocess_params *pp = st->typed;
 	apple_params_t *p = &j->p;
-	p->particle_size = P("particle_size");
-	p->max_particle_size = P("max_particle_size");
-	p->min_particle_size = P("min_particle_size");
-	p->minimum_overlap_amount = P("minimum_overlap_amount");
-	p->query_image_size = P("query_image_size");
-	p->tau1 = P("tau1");
-	p->tau2 = P("tau2");
-	p->container_size = P("container_size");
-	p->fix_quirks = sp_param_bool(sp_gstage_param(st, "fix_quirks")->text);
-#undef P
+	p->particle_size = (int)pp->particle_size;
+	p->max_particle_size = (int)pp->max_particle_size;
+	p->min_particle_size = (int)pp->min_particle_size;
+	p->minimum_overlap_amount = (int)pp->minimum_overlap_amount;
+	p->query_image_size = (int)pp->query_image_size;
+	p->tau1 = (int)pp->tau1;
+	p->tau2 = (int)pp->tau2;
+	p->container_size = (int)pp->container_size;
+	p->fix_quirks = pp->fix_quirks;
 	apple_params_defaults(p);
 	j->ny = m->hdr.ny;
 	j->nx = m->hdr.nx;
@@ -774,19 +764,29 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 
+#define PP(f) SP_AT(struct preprocess_params, f)
 static const sp_param_spec_t preprocess_params[] = {
-	{ "particle_size", SP_PT_INT, NULL, 5, 2999, NULL, "particle diameter (pixels of the micrograph)" },
-	{ "max_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: 2 particle_size" },
-	{ "min_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 4" },
-	{ "minimum_overlap_amount", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 10" },
+	{ "particle_size", SP_PT_INT, NULL, 5, 2999, NULL, "particle diameter (pixels of the micrograph)",
+	  PP(particle_size) },
+	{ "max_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: 2 particle_size",
+	  PP(max_particle_size) },
+	{ "min_particle_size", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 4",
+	  PP(min_particle_size) },
+	{ "minimum_overlap_amount", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 10",
+	  PP(minimum_overlap_amount) },
 	{ "query_image_size", SP_PT_INT, "0", 0, 100000, NULL,
-	  "0: round(2/3 particle_size) minus its remainder mod 4" },
-	{ "tau1", SP_PT_INT, "0", 0, 100000000, NULL, "query windows that surely hold a particle; 0: 3% of q_box" },
-	{ "tau2", SP_PT_INT, "0", 0, 100000000, NULL, "query windows that are surely not noise; 0: 30% of q_box" },
-	{ "container_size", SP_PT_INT, "450", 1, 1900, NULL, "container of the reference windows" },
+	  "0: round(2/3 particle_size) minus its remainder mod 4", PP(query_image_size) },
+	{ "tau1", SP_PT_INT, "0", 0, 100000000, NULL,
+	  "query windows that surely hold a particle; 0: 3% of q_box", PP(tau1) },
+	{ "tau2", SP_PT_INT, "0", 0, 100000000, NULL,
+	  "query windows that are surely not noise; 0: 30% of q_box", PP(tau2) },
+	{ "container_size", SP_PT_INT, "450", 1, 1900, NULL, "container of the reference windows",
+	  PP(container_size) },
 	{ "fix_quirks", SP_PT_BOOL, "false", 0, -1, NULL,
-	  "false: ASPIRE's exact picks; true: every component and isolated centre (see doc/apple.md)" },
+	  "false: ASPIRE's exact picks; true: every component and isolated centre (see doc/apple.md)",
+	  PP(fix_quirks) },
 };
+#undef PP
 
 #define APPLE_PORT(var, name, type, help) \
 	static const sp_port_spec_t var[] = { { name, type, help } }
@@ -816,7 +816,8 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 
 APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
 	   "APPLE: margins, crop, bin x2, low-pass; window moments; reference spectra",
-	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, SP_KIND_PARAMS(preprocess_params));
+	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, SP_KIND_PARAMS(preprocess_params),
+	   .params_size = sizeof(struct preprocess_params));
 APPLE_KIND(sp_apple_score_kind, "apple.score",
 	   "APPLE: FFT cross-correlation scores of every query window (tiles of windows)",
 	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA,

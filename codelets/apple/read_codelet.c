@@ -21,13 +21,7 @@ static void read_cpu(void *buffers[], void *cl_arg)
 }
 
 /* File I/O runs on CPU workers only. */
-static struct starpu_codelet read_cl = {
-	.cpu_funcs = { read_cpu },
-	.cpu_funcs_name = { "apple_read_cpu" },
-	.nbuffers = 1,
-	.modes = { STARPU_W },
-	.name = "apple_read",
-};
+SP_CODELET(read_cl, "apple_read", read_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_W);
 
 static void mic_free(sp_value_t *v)
 {
@@ -99,7 +93,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 }
 
 static const sp_param_spec_t read_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6; one section)" },
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6; one section)", 0 },
 };
 static const sp_port_spec_t read_outputs[] = {
 	{ "micrograph", "apple.micrograph", "the micrograph, float32 [rows][columns]" },

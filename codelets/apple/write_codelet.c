@@ -14,6 +14,11 @@ struct apple_write_arg {
 	int box_size;
 };
 
+/* apple.write's parameters parsed once (star and box are per-item paths). */
+struct write_params {
+	long long box_size;
+};
+
 typedef struct apple_write_val {
 	sp_value_t base;
 	struct apple_write_arg arg;
@@ -39,13 +44,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 		sp_status_set_err(a->ctx->status, &err);
 }
 
-static struct starpu_codelet write_cl = {
-	.cpu_funcs = { write_cpu },
-	.cpu_funcs_name = { "apple_write_cpu" },
-	.nbuffers = 1,
-	.modes = { STARPU_R },
-	.name = "apple_write",
-};
+SP_CODELET(write_cl, "apple_write", write_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_R);
 
 static void write_free(sp_value_t *v)
 {
@@ -68,7 +67,7 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.pv = (apple_picks_val_t *)in[0];
 	w->arg.star = sp_item_param(item, st, "star");
 	w->arg.box = sp_item_param(item, st, "box");
-	w->arg.box_size = (int)sp_param_int(sp_gstage_param(st, "box_size")->text);
+	w->arg.box_size = (int)((const struct write_params *)st->typed)->box_size;
 	w->arg.ctx = sp_item_taskctx(item, st, "apple_write");
 	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
@@ -90,9 +89,10 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "star", SP_PT_OUTPUT, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)" },
-	{ "box", SP_PT_OUTPUT, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)" },
-	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size" },
+	{ "star", SP_PT_OUTPUT, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)", 0 },
+	{ "box", SP_PT_OUTPUT, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)", 0 },
+	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size",
+	  SP_AT(struct write_params, box_size) },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "picks", "apple.picks", "particle centres" },
@@ -102,6 +102,7 @@ const sp_stage_kind_t sp_apple_write_kind = {
 	.name = "apple.write",
 	.help = "Write particle picks as RELION STAR (and EMAN BOX)",
 	SP_KIND_PARAMS(write_params),
+	.params_size = sizeof(struct write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.run = write_run,

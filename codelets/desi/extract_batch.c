@@ -65,7 +65,9 @@ struct batch_bufs {
 	int32_t *pxc, *pyc;
 };
 
-static int bufs_init(const desi_batch_t *b, struct batch_bufs *B)
+/* full: also the core arrays and the kernels' work space (the decorrelate
+ * phase); the patch phase needs only the spots, corners and window. */
+static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 {
 	const desi_patch_t *cp = &b->p;
 	const int nfib = cp->nfib, nw = cp->nwave, n = nfib * nw;
@@ -87,8 +89,8 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B)
 		}
 	}
 	B->big.core_nw = nw - cp->core_w0; /* >= any patch's core_nw */
-	const size_t ncore = (size_t)cp->core_nf * (size_t)B->big.core_nw;
-	const size_t nwork = desi_extract_work_size(&B->big);
+	const size_t ncore = full ? (size_t)cp->core_nf * (size_t)B->big.core_nw : 0;
+	const size_t nwork = full ? desi_extract_work_size(&B->big) : 0;
 	const size_t ndoubles = (size_t)n * ss +            /* spots */
 				2 * B->npix_max +           /* pix, ivar */
 				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
@@ -156,7 +158,7 @@ int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32
 
 	if (b->np <= 0)
 		return 0;
-	if (bufs_init(b, &B) != 0)
+	if (bufs_init(b, &B, 0) != 0)
 		return -1;
 	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n;
 	for (int i = 0; i < b->np; i++) {
@@ -179,7 +181,7 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 
 	if (b->np <= 0)
 		return 0;
-	if (bufs_init(b, &B) != 0)
+	if (bufs_init(b, &B, 1) != 0)
 		return -1;
 	const double *icov = normal, *y = icov + np * n * n;
 	double *x = malloc(n * sizeof *x);

@@ -253,16 +253,16 @@ static uint32_t chunk_footprint(struct starpu_task *task)
 	return (uint32_t)(a->ch->batch.p.nfib * 1000 + a->ch->batch.np);
 }
 
-SP_CODELET(spots_cl, "desi_spots", spots_cpu, SP_CUDA(spots_cuda), NULL, 4, STARPU_R, STARPU_W,
+SP_CODELET(spots_cl, "desi_spots", spots_cpu, SP_CUDA(spots_cuda), NULL, NULL, 4, STARPU_R, STARPU_W,
 	   STARPU_W, STARPU_W);
-SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), chunk_footprint, 6, STARPU_R,
+SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), chunk_footprint, NULL, 6, STARPU_R,
 	   STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 /* RW normal: the CUDA twin factors the matrices in place. */
 SP_CODELET(decor_cl, "desi_decorrelate", decorrelate_cpu, SP_CUDA(decorrelate_cuda),
-	   chunk_footprint, 7, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_RW,
+	   chunk_footprint, NULL, 7, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_RW,
 	   STARPU_W);
 /* Chunks of one subbundle write disjoint columns of its rows: any order. */
-SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, 2, STARPU_R,
+SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R,
 	   STARPU_RW | STARPU_COMMUTE);
 
 /* ---- the job ---- */
@@ -404,6 +404,18 @@ static int spots_window(void)
 
 /* ---- desi.spots ---- */
 
+/* The stages' parameters, parsed once when the graph is loaded. */
+struct spots_params {
+	double wmin, wmax, dw, wavepad_frac, pixpad_frac;
+	long long specmin, nspec, bundlesize, nsubbundles, nwavestep, wavepad;
+};
+struct patch_params {
+	double regularize;
+};
+struct decorrelate_params {
+	double psferr;
+};
+
 static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 		     sp_value_t **out)
 {
@@ -422,16 +434,12 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	j->psf_path = pv->path;
 	j->iv = iv;
 
-#define P(name) (sp_gstage_param(st, name)->text)
+	const struct spots_params *sp = st->typed;
 	desi_plan_t *pl = &j->plan;
-	if (desi_plan_init(pl, sp_param_float(P("wmin")), sp_param_float(P("wmax")),
-			   sp_param_float(P("dw")), (int)sp_param_int(P("specmin")),
-			   (int)sp_param_int(P("nspec")), (int)sp_param_int(P("bundlesize")),
-			   (int)sp_param_int(P("nsubbundles")), (int)sp_param_int(P("nwavestep")),
-			   (int)sp_param_int(P("wavepad")), sp_param_float(P("wavepad_frac")),
-			   sp_param_float(P("pixpad_frac")), msg, sizeof msg) != 0)
+	if (desi_plan_init(pl, sp->wmin, sp->wmax, sp->dw, (int)sp->specmin, (int)sp->nspec,
+			   (int)sp->bundlesize, (int)sp->nsubbundles, (int)sp->nwavestep,
+			   (int)sp->wavepad, sp->wavepad_frac, sp->pixpad_frac, msg, sizeof msg) != 0)
 		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
-#undef P
 	if (pl->specmin + pl->nspec > psf->nfib)
 		return sp_status_set(status, SP_EINVAL, "%s: spectra %d..%d requested but the PSF has %d fibres",
 				     pv->path, pl->specmin, pl->specmin + pl->nspec - 1, psf->nfib);
@@ -566,7 +574,7 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	if (sp_status_failed(sp_item_status(item)))
 		return 0;
-	j->regularize = sp_param_float(sp_gstage_param(st, "regularize")->text);
+	j->regularize = ((const struct patch_params *)st->typed)->regularize;
 	/* patches per task: a tile of the subbundle's, the whole subbundle
 	 * when the run has GPUs (their batched solvers want many) */
 	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 8;
@@ -643,7 +651,7 @@ static int decorrelate_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *c
 
 	if (job_val(j, "desi.rows", out) != 0)
 		return SP_ENOMEM;
-	j->psferr = sp_param_float(sp_gstage_param(st, "psferr")->text);
+	j->psferr = ((const struct decorrelate_params *)st->typed)->psferr;
 	if (j->psferr <= 0)
 		j->psferr = j->psf->psferr;
 	j->ctx_decor = sp_item_taskctx(item, st, "desi_decorrelate");
@@ -736,24 +744,34 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 
 /* ---- the kinds ---- */
 
+#define SPOT(f) SP_AT(struct spots_params, f)
 static const sp_param_spec_t spots_params[] = {
-	{ "wmin", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "first wavelength of the output grid (A)" },
-	{ "wmax", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "last wavelength of the grid, inclusive (A)" },
-	{ "dw", SP_PT_FLOAT, "0.8", 0.01, 100, NULL, "wavelength step (A)" },
-	{ "specmin", SP_PT_INT, "0", 0, 10000, NULL, "first spectrum (fibre) to extract" },
-	{ "nspec", SP_PT_INT, "500", 1, 10000, NULL, "number of spectra" },
-	{ "bundlesize", SP_PT_INT, "25", 1, 1000, NULL, "fibres per bundle" },
-	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL, "subbundles per bundle" },
-	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL, "core wavelengths per patch" },
-	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL, "padding wavelengths each side (before wavepad_frac)" },
-	{ "wavepad_frac", SP_PT_FLOAT, "0.2", 0, 10, NULL, "extra padding as a fraction of wavepad" },
-	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window" },
+	{ "wmin", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "first wavelength of the output grid (A)",
+	  SPOT(wmin) },
+	{ "wmax", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "last wavelength of the grid, inclusive (A)",
+	  SPOT(wmax) },
+	{ "dw", SP_PT_FLOAT, "0.8", 0.01, 100, NULL, "wavelength step (A)", SPOT(dw) },
+	{ "specmin", SP_PT_INT, "0", 0, 10000, NULL, "first spectrum (fibre) to extract",
+	  SPOT(specmin) },
+	{ "nspec", SP_PT_INT, "500", 1, 10000, NULL, "number of spectra", SPOT(nspec) },
+	{ "bundlesize", SP_PT_INT, "25", 1, 1000, NULL, "fibres per bundle", SPOT(bundlesize) },
+	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL, "subbundles per bundle", SPOT(nsubbundles) },
+	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL, "core wavelengths per patch", SPOT(nwavestep) },
+	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL, "padding wavelengths each side (before wavepad_frac)",
+	  SPOT(wavepad) },
+	{ "wavepad_frac", SP_PT_FLOAT, "0.2", 0, 10, NULL, "extra padding as a fraction of wavepad",
+	  SPOT(wavepad_frac) },
+	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window",
+	  SPOT(pixpad_frac) },
 };
+#undef SPOT
 static const sp_param_spec_t patch_params[] = {
-	{ "regularize", SP_PT_FLOAT, "0", 0, 1e10, NULL, "Tikhonov regularisation added to every bin" },
+	{ "regularize", SP_PT_FLOAT, "0", 0, 1e10, NULL, "Tikhonov regularisation added to every bin",
+	  SP_AT(struct patch_params, regularize) },
 };
 static const sp_param_spec_t decorrelate_params[] = {
-	{ "psferr", SP_PT_FLOAT, "0", 0, 1, NULL, "PSF model error for chi2pix; 0: the PSF's PSFERR (0.01)" },
+	{ "psferr", SP_PT_FLOAT, "0", 0, 1, NULL, "PSF model error for chi2pix; 0: the PSF's PSFERR (0.01)",
+	  SP_AT(struct decorrelate_params, psferr) },
 };
 static const sp_port_spec_t spots_inputs[] = {
 	{ "psf", "desi.psf", "the PSF" },
@@ -781,6 +799,7 @@ const sp_stage_kind_t sp_desi_spots_kind = {
 	.name = "desi.spots",
 	.help = "DESI: patch geometry and Gauss-Hermite spots of every fibre, a bundle per task",
 	SP_KIND_PARAMS(spots_params),
+	.params_size = sizeof(struct spots_params),
 	SP_KIND_INPUTS(spots_inputs),
 	SP_KIND_OUTPUTS(spots_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
@@ -792,6 +811,7 @@ const sp_stage_kind_t sp_desi_patch_kind = {
 	.name = "desi.patch",
 	.help = "DESI: normal equations A'NA, A'Np of every patch",
 	SP_KIND_PARAMS(patch_params),
+	.params_size = sizeof(struct patch_params),
 	SP_KIND_INPUTS(patch_inputs),
 	SP_KIND_OUTPUTS(patch_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
@@ -804,6 +824,7 @@ const sp_stage_kind_t sp_desi_decorrelate_kind = {
 	.name = "desi.decorrelate",
 	.help = "DESI: solve, resolution matrix, ivar, Rdiags, chi2pix (the patch stage's tasks)",
 	SP_KIND_PARAMS(decorrelate_params),
+	.params_size = sizeof(struct decorrelate_params),
 	SP_KIND_INPUTS(decorrelate_inputs),
 	SP_KIND_OUTPUTS(decorrelate_outputs),
 	.impl = SP_IMPL_CPU_CUDA,

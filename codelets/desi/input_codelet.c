@@ -34,7 +34,7 @@ static int psf_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in
 }
 
 static const sp_param_spec_t psf_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "GaussHermite PSF FITS file (specex, PSFVER 3)" },
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "GaussHermite PSF FITS file (specex, PSFVER 3)", 0 },
 };
 static const sp_port_spec_t psf_outputs[] = {
 	{ "psf", "desi.psf", "traces and spot shapes of every fibre" },
@@ -71,13 +71,7 @@ static void image_read_cpu(void *buffers[], void *cl_arg)
 		sp_item_report_num(a->ctx->item, "image_nonfinite_pixels", (double)nbad);
 }
 
-static struct starpu_codelet image_read_cl = {
-	.cpu_funcs = { image_read_cpu },
-	.cpu_funcs_name = { "desi_read_image_cpu" },
-	.nbuffers = 2,
-	.modes = { STARPU_W, STARPU_W },
-	.name = "desi_read_image",
-};
+SP_CODELET(image_read_cl, "desi_read_image", image_read_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_W, STARPU_W);
 
 static void image_free(sp_value_t *v)
 {
@@ -156,7 +150,7 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 static const sp_param_spec_t image_params[] = {
 	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
-	  "pre-processed CCD image FITS (IMAGE, IVAR, MASK, optional FIBERMAP)" },
+	  "pre-processed CCD image FITS (IMAGE, IVAR, MASK, optional FIBERMAP)", 0 },
 };
 static const sp_port_spec_t image_outputs[] = {
 	{ "image", "desi.image", "pixels and inverse variances, masked pixels at ivar 0" },

@@ -65,13 +65,7 @@ out:
 	free(mask);
 }
 
-static struct starpu_codelet write_cl = {
-	.cpu_funcs = { write_cpu },
-	.cpu_funcs_name = { "desi_write_cpu" },
-	.nbuffers = 1,
-	.modes = { STARPU_R },
-	.name = "desi_write",
-};
+SP_CODELET(write_cl, "desi_write", write_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_R);
 
 static void write_free(sp_value_t *v)
 {
@@ -112,7 +106,7 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output frame FITS (desispec layout)" },
+	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output frame FITS (desispec layout)", 0 },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "frame", "desi.frame", "the extracted frame" },

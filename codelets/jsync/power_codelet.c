@@ -107,57 +107,21 @@ static void add_cuda(void *buffers[], void *cl_arg)
 		abort();
 	}
 }
-#define SP__CUDA(f) .cuda_funcs = { f }, .cuda_flags = { STARPU_CUDA_ASYNC },
-#else
-#define SP__CUDA(f)
 #endif
 
-static struct starpu_perfmodel matvec_model = {
-	.type = STARPU_HISTORY_BASED,
-	.symbol = "jsync_matvec",
-	.footprint = jsync_chunk_footprint,
-	.size_base = jsync_chunk_size_base,
-};
+SP_CODELET(matvec_cl, "jsync_matvec", matvec_cpu, SP_CUDA(matvec_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
-static struct starpu_perfmodel fused_model = {
-	.type = STARPU_HISTORY_BASED,
-	.symbol = "jsync_matvec_fused",
-	.footprint = jsync_chunk_footprint,
-	.size_base = jsync_chunk_size_base,
-};
+SP_CODELET(fused_cl, "jsync_matvec_fused", fused_cpu, SP_CUDA(fused_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
-static struct starpu_codelet matvec_cl = {
-	.cpu_funcs = { matvec_cpu },
-	SP__CUDA(matvec_cuda)
-	.nbuffers = 3,
-	.modes = { STARPU_R, STARPU_R, STARPU_REDUX },
-	.model = &matvec_model,
-	.name = "jsync_matvec",
-};
+SP_CODELET(zero_cl, "jsync_zero", zero_cpu, SP_CUDA(zero_cuda), NULL, NULL, 1, STARPU_W);
 
-static struct starpu_codelet fused_cl = {
-	.cpu_funcs = { fused_cpu },
-	SP__CUDA(fused_cuda)
-	.nbuffers = 3,
-	.modes = { STARPU_R, STARPU_R, STARPU_REDUX },
-	.model = &fused_model,
-	.name = "jsync_matvec_fused",
-};
+SP_CODELET(add_cl, "jsync_add", add_cpu, SP_CUDA(add_cuda), NULL, NULL, 2, STARPU_RW, STARPU_R);
 
-static struct starpu_codelet zero_cl = {
-	.cpu_funcs = { zero_cpu },
-	SP__CUDA(zero_cuda)
-	.nbuffers = 1,
-	.modes = { STARPU_W },
-	.name = "jsync_zero",
-};
-
-static struct starpu_codelet add_cl = {
-	.cpu_funcs = { add_cpu },
-	SP__CUDA(add_cuda)
-	.nbuffers = 2,
-	.modes = { STARPU_RW, STARPU_R },
-	.name = "jsync_add",
+/* jsync.power's parameters, parsed once when the graph is loaded (start is
+ * a path that may hold per-item variables: sp_item_param()). */
+struct power_params {
+	double eps;
+	long long max_iters, seed;
 };
 
 static void signs_free(sp_value_t *v)
@@ -190,7 +154,7 @@ static int start_vector(sp_item_t *item, const sp_gstage_t *st, int64_t P, doubl
 			free(x);
 		}
 	} else {
-		uint64_t s = (uint64_t)sp_param_int(sp_gstage_param(st, "seed")->text);
+		uint64_t s = (uint64_t)((const struct power_params *)st->typed)->seed;
 		for (int64_t p = 0; p < P; p++)
 			v[p] = (double)(sp_splitmix64(&s) >> 11) * 0x1.0p-53;
 	}
@@ -222,8 +186,9 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	sp_status_t *status = sp_item_status(item);
 	jsync_triplets_t *t = (jsync_triplets_t *)in[0];
 	int64_t N = t->N, P = jsync_npairs(N);
-	double eps = sp_param_float(sp_gstage_param(st, "eps")->text);
-	long long max_iters = sp_param_int(sp_gstage_param(st, "max_iters")->text);
+	const struct power_params *pp = st->typed;
+	double eps = pp->eps;
+	long long max_iters = pp->max_iters;
 	jsync_signs_t *sg = calloc(1, sizeof *sg);
 	double *v = malloc((size_t)P * sizeof *v);
 	int64_t *vq = NULL, *wq = NULL;
@@ -366,12 +331,14 @@ out:
 }
 
 static const sp_param_spec_t power_params[] = {
-	{ "eps", SP_PT_FLOAT, "1e-2", 0, 1, NULL, "stop when ||v_k+1 - v_k|| <= eps" },
-	{ "max_iters", SP_PT_INT, "1000", 1, 1000000, NULL, "iteration limit" },
+	{ "eps", SP_PT_FLOAT, "1e-2", 0, 1, NULL, "stop when ||v_k+1 - v_k|| <= eps",
+	  SP_AT(struct power_params, eps) },
+	{ "max_iters", SP_PT_INT, "1000", 1, 1000000, NULL, "iteration limit",
+	  SP_AT(struct power_params, max_iters) },
 	{ "seed", SP_PT_INT, "0", 0, 9007199254740991.0, NULL,
-	  "seed of the uniform random start vector" },
+	  "seed of the uniform random start vector", SP_AT(struct power_params, seed) },
 	{ "start", SP_PT_PATH, "", 0, -1, NULL,
-	  "NPY float64 [P] start vector (overrides seed), for exact comparisons" },
+	  "NPY float64 [P] start vector (overrides seed), for exact comparisons", 0 },
 };
 static const sp_port_spec_t power_inputs[] = {
 	{ "triplets", "jsync.triplets", "per-triplet choices" },
@@ -384,6 +351,7 @@ const sp_stage_kind_t sp_jsync_power_kind = {
 	.name = "jsync.power",
 	.help = "Power iteration on the triplet sign matrix",
 	SP_KIND_PARAMS(power_params),
+	.params_size = sizeof(struct power_params),
 	SP_KIND_INPUTS(power_inputs),
 	SP_KIND_OUTPUTS(power_outputs),
 	.impl = SP_IMPL_CPU_CUDA,

@@ -26,13 +26,7 @@ static void read_cpu(void *buffers[], void *cl_arg)
 }
 
 /* File I/O runs on CPU workers only: the file system is there. */
-static struct starpu_codelet read_cl = {
-	.cpu_funcs = { read_cpu },
-	.cpu_funcs_name = { "jsync_read_cpu" },
-	.nbuffers = 1,
-	.modes = { STARPU_W },
-	.name = "jsync_read",
-};
+SP_CODELET(read_cl, "jsync_read", read_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_W);
 
 static void rijs_free(sp_value_t *v)
 {
@@ -140,7 +134,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 
 static const sp_param_spec_t read_params[] = {
 	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
-	  "NPY file of the relative rotations, float64 [P, 3, 3], P = N(N-1)/2" },
+	  "NPY file of the relative rotations, float64 [P, 3, 3], P = N(N-1)/2", 0 },
 };
 static const sp_port_spec_t read_outputs[] = {
 	{ "rijs", "jsync.rijs", "relative rotations R_ij, pairs i<j in row-major order" },

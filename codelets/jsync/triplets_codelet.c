@@ -42,25 +42,7 @@ static void best_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel best_model = {
-	.type = STARPU_HISTORY_BASED,
-	.symbol = "jsync_best",
-	.footprint = jsync_chunk_footprint,
-	.size_base = jsync_chunk_size_base,
-};
-
-static struct starpu_codelet best_cl = {
-	.cpu_funcs = { best_cpu },
-	.cpu_funcs_name = { "jsync_best_cpu_glue" },
-#ifdef SP_HAVE_CUDA
-	.cuda_funcs = { best_cuda },
-	.cuda_flags = { STARPU_CUDA_ASYNC },
-#endif
-	.nbuffers = 2,
-	.modes = { STARPU_R, STARPU_W },
-	.model = &best_model,
-	.name = "jsync_best",
-};
+SP_CODELET(best_cl, "jsync_best", best_cpu, SP_CUDA(best_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 2, STARPU_R, STARPU_W);
 
 static void triplets_free(sp_value_t *v)
 {
@@ -92,17 +74,23 @@ static size_t auto_chunks(int64_t N)
 	return n < 1 ? 1 : n;
 }
 
+/* jsync.triplets' parameters, parsed once when the graph is loaded. */
+enum { STORE_AUTO, STORE_STORE, STORE_RECOMPUTE }; /* the order of `store`'s choices */
+struct triplets_params {
+	int store;
+	unsigned long long memory_budget;
+};
+
 /* The 2-bit triplet choices, when they are stored. */
 static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
 			     sp_err_t *err)
 {
 	(void)item;
 	(void)err;
-	const char *store = sp_gstage_param(st, "store")->text;
-	unsigned long long budget = sp_param_size(sp_gstage_param(st, "memory_budget")->text);
+	const struct triplets_params *tp = st->typed;
 	int64_t N = (int64_t)e->size;
 	size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
-	if (strcmp(store, "store") == 0 || (strcmp(store, "auto") == 0 && bytes <= budget))
+	if (tp->store == STORE_STORE || (tp->store == STORE_AUTO && bytes <= tp->memory_budget))
 		e->bytes += bytes;
 	return 0;
 }
@@ -113,8 +101,7 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	sp_status_t *status = sp_item_status(item);
 	jsync_rijs_t *r = (jsync_rijs_t *)in[0];
 	jsync_triplets_t *t = calloc(1, sizeof *t);
-	const char *store = sp_gstage_param(st, "store")->text;
-	unsigned long long budget = sp_param_size(sp_gstage_param(st, "memory_budget")->text);
+	const struct triplets_params *tp = st->typed;
 
 	if (t == NULL)
 		return SP_ENOMEM;
@@ -134,10 +121,10 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		return SP_ENOMEM;
 
 	size_t bytes = jsync_choice_bytes(r->N, 0, jsync_npairs(r->N));
-	if (strcmp(store, "recompute") == 0)
+	if (tp->store == STORE_RECOMPUTE)
 		t->recompute = 1;
-	else if (strcmp(store, "auto") == 0)
-		t->recompute = bytes > budget;
+	else if (tp->store == STORE_AUTO)
+		t->recompute = bytes > tp->memory_budget;
 	sp_item_report_num(item, "triplet_choice_bytes", t->recompute ? 0.0 : (double)bytes);
 
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, t->recompute ? "jsync_matvec_fused" : "jsync_best");
@@ -171,9 +158,11 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 
 static const sp_param_spec_t triplets_params[] = {
 	{ "store", SP_PT_ENUM, "auto", 0, -1, "auto|store|recompute",
-	  "keep the 2-bit choices (store), recompute them in every product, or store when they fit memory_budget" },
+	  "keep the 2-bit choices (store), recompute them in every product, or store when they fit memory_budget",
+	  SP_AT(struct triplets_params, store) },
 	{ "memory_budget", SP_PT_SIZE, "2G", 0, 1e18, NULL,
-	  "largest choice array kept in memory (about N^3/24 bytes) in auto mode" },
+	  "largest choice array kept in memory (about N^3/24 bytes) in auto mode",
+	  SP_AT(struct triplets_params, memory_budget) },
 };
 static const sp_port_spec_t triplets_inputs[] = {
 	{ "rijs", "jsync.rijs", "relative rotations" },
@@ -186,6 +175,7 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.name = "jsync.triplets",
 	.help = "Best J-configuration of every triplet",
 	SP_KIND_PARAMS(triplets_params),
+	.params_size = sizeof(struct triplets_params),
 	.tile = "chunk tasks over ranges of pairs; default 8 per worker",
 	SP_KIND_INPUTS(triplets_inputs),
 	SP_KIND_OUTPUTS(triplets_outputs),

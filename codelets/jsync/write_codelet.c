@@ -68,13 +68,7 @@ static void write_cpu(void *buffers[], void *cl_arg)
 		sp_status_set_err(a->ctx->status, &err);
 }
 
-static struct starpu_codelet write_cl = {
-	.cpu_funcs = { write_cpu },
-	.cpu_funcs_name = { "jsync_write_cpu" },
-	.nbuffers = 2,
-	.modes = { STARPU_R, STARPU_R },
-	.name = "jsync_write",
-};
+SP_CODELET(write_cl, "jsync_write", write_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R, STARPU_R);
 
 static void write_free(sp_value_t *v)
 {
@@ -134,9 +128,9 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 }
 
 static const sp_param_spec_t write_params[] = {
-	{ "signs", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate" },
+	{ "signs", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate", 0 },
 	{ "synced", SP_PT_OUTPUT, "", 0, -1, NULL,
-	  "output NPY float64 [P, 3, 3]: J R J where the sign is -1 (\"\": not written)" },
+	  "output NPY float64 [P, 3, 3]: J R J where the sign is -1 (\"\": not written)", 0 },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "signs", "jsync.signs", "signs of the pairs" },

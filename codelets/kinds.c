@@ -1,0 +1,43 @@
+/* Every stage kind a graph file may use: one line per kind, sorted by name. */
+#include "../src/stage.h"
+
+/*
+ * DESIGN: the kinds live beside their codelets (codelets/<pipeline>/); this
+ * list is all that src/ knows of them, through sp_stage_kinds(), so src/
+ * builds and is tested with another list (tests/test_graph.c) and without
+ * StarPU.  Adding a kind is one line here (doc/stage-kinds.md); the list
+ * must stay sorted by name, which sp_stage_find()'s binary search needs and
+ * tests/stage-kinds.test checks.
+ */
+#define SP_KINDS(X)             \
+	X(apple_classify)       \
+	X(apple_morphology)     \
+	X(apple_pick)           \
+	X(apple_preprocess)     \
+	X(apple_read)           \
+	X(apple_score)          \
+	X(apple_train)          \
+	X(apple_write)          \
+	X(desi_decorrelate)     \
+	X(desi_image)           \
+	X(desi_patch)           \
+	X(desi_psf)             \
+	X(desi_spots)           \
+	X(desi_stitch)          \
+	X(desi_write)           \
+	X(jsync_power)          \
+	X(jsync_read)           \
+	X(jsync_triplets)       \
+	X(jsync_write)
+
+#define SP__DECLARE(k) extern const sp_stage_kind_t sp_##k##_kind;
+SP_KINDS(SP__DECLARE)
+
+#define SP__ENTRY(k) &sp_##k##_kind,
+static const sp_stage_kind_t *const kinds[] = { SP_KINDS(SP__ENTRY) };
+
+const sp_stage_kind_t *const *sp_stage_kinds(size_t *n)
+{
+	*n = sizeof kinds / sizeof kinds[0];
+	return kinds;
+}
