@@ -24,6 +24,24 @@ const char *sp_cuda_last_error(void)
 	return last_error[0] != '\0' ? last_error : "a CUDA call failed";
 }
 
+int sp_cuda_status(int err, const char *where)
+{
+	if (err == 0)
+		return 0;
+	sp_cuda_note_error(where, cudaGetErrorString((cudaError_t)err));
+	return SP_ECUDA;
+}
+
+int sp_cufft_status(int res, const char *where)
+{
+	char why[32];
+	if (res == 0)
+		return 0;
+	snprintf(why, sizeof why, "cuFFT status %d", res);
+	sp_cuda_note_error(where, why);
+	return SP_ECUDA;
+}
+
 static cublasHandle_t blas[STARPU_NMAXWORKERS];
 static cusolverDnHandle_t solver[STARPU_NMAXWORKERS];
 static atomic_int failures;

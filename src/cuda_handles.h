@@ -45,6 +45,12 @@ void sp_cuda_free_async(void *p, struct CUstream_st *stream);
 void sp_cuda_note_error(const char *call, const char *why);
 const char *sp_cuda_last_error(void);
 
+/* For the .cu files: err (a cudaError_t) is 0, or noted for `where` with
+ * cudaGetErrorString and SP_ECUDA returned; cufft is a cufftResult, noted
+ * as "cuFFT status N". */
+int sp_cuda_status(int err, const char *where);
+int sp_cufft_status(int res, const char *where);
+
 #ifdef __cplusplus
 }
 #endif

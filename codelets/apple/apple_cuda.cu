@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../src/cuda_handles.h"
 extern "C" {
 #include "apple.h"
 #include "../../src/error.h"
@@ -246,19 +247,19 @@ extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double
 	const size_t nn = (size_t)q * q, ns = apple_score_spec_size(q);
 	const int chunk = plans->chunk;
 
-	if (cufftSetStream(plans->fwd, st) != CUFFT_SUCCESS)
+	if (sp_cufft_status(cufftSetStream(plans->fwd, st), "cufftSetStream") != 0)
 		return SP_ECUDA;
 	for (int k0 = 0; k0 < nref; k0 += chunk) {
 		int nv = nref - k0 < chunk ? nref - k0 : chunk;
 		gather_kernel<<<grid_for((size_t)chunk * nn, GATHER_THREADS), GATHER_THREADS, 0,
 				st>>>(im, n, q, 1, 0, ref + 2 * (size_t)k0, nv, chunk, wreal);
-		if (cudaGetLastError() != cudaSuccess)
+		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
-		if (cufftExecD2Z(plans->fwd, wreal, wspec) != CUFFT_SUCCESS)
+		if (sp_cufft_status(cufftExecD2Z(plans->fwd, wreal, wspec), "cufftExecD2Z") != 0)
 			return SP_ECUDA;
-		if (cudaMemcpyAsync(spec + 2 * ns * (size_t)k0, wspec,
+		if (sp_cuda_status(cudaMemcpyAsync(spec + 2 * ns * (size_t)k0, wspec,
 				    sizeof(cufftDoubleComplex) * ns * (size_t)nv,
-				    cudaMemcpyDeviceToDevice, st) != cudaSuccess)
+				    cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync") != 0)
 			return SP_ECUDA;
 	}
 	return 0;
@@ -285,29 +286,29 @@ extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const doubl
 	const int nn = q * q, ns = (int)apple_score_spec_size(q), chunk = plans->chunk;
 	const double inv = 1.0 / (double)nn;
 
-	if (cufftSetStream(plans->fwd, st) != CUFFT_SUCCESS ||
-	    cufftSetStream(plans->inv, st) != CUFFT_SUCCESS)
+	if (sp_cufft_status(cufftSetStream(plans->fwd, st), "cufftSetStream") != 0 ||
+	    sp_cufft_status(cufftSetStream(plans->inv, st), "cufftSetStream") != 0)
 		return SP_ECUDA;
 	for (int k0 = qbegin; k0 < qend; k0 += chunk) {
 		int nv = qend - k0 < chunk ? qend - k0 : chunk;
 		gather_kernel<<<grid_for((size_t)chunk * nn, GATHER_THREADS), GATHER_THREADS, 0,
 				st>>>(im, n, q, gx, k0, NULL, nv, chunk, wreal);
-		if (cudaGetLastError() != cudaSuccess)
+		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
-		if (cufftExecD2Z(plans->fwd, wreal, wspec) != CUFFT_SUCCESS)
+		if (sp_cufft_status(cufftExecD2Z(plans->fwd, wreal, wspec), "cufftExecD2Z") != 0)
 			return SP_ECUDA;
 		product_kernel<<<grid_for((size_t)chunk * nref * ns, PROD_THREADS), PROD_THREADS, 0,
 				 st>>>((const double2 *)spec, (const double2 *)wspec, ns, nref, nv,
 				       chunk, (double2 *)P);
-		if (cudaGetLastError() != cudaSuccess)
+		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
-		if (cufftExecZ2D(plans->inv, P, creal) != CUFFT_SUCCESS)
+		if (sp_cufft_status(cufftExecZ2D(plans->inv, P, creal), "cufftExecZ2D") != 0)
 			return SP_ECUDA;
 		int npair = nv * nref;
 		reduce_kernel<<<grid_for((size_t)npair * 32, RED_THREADS), RED_THREADS, 0, st>>>(
 			creal, (const double2 *)spec, (const double2 *)wspec, nn, ns, nref, npair,
 			inv, resp + (size_t)(k0 - qbegin) * nref);
-		if (cudaGetLastError() != cudaSuccess)
+		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
 	}
 	return 0;
@@ -376,7 +377,7 @@ extern "C" int apple_classify_rows_cuda(const apple_svm_t *m, const double *svc,
 			  m->nsv, m->label_pos };
 	classify_kernel<<<grid_for(nwin, SVM_THREADS), SVM_THREADS, 0, (cudaStream_t)stream>>>(
 		s, svc, mean, std, nw, r0, nwin, seg);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 /* ---- preprocess, moments, references, morphology (bodies: apple_kern.h) ---- */
@@ -478,7 +479,7 @@ extern "C" int apple_preprocess_cuda(const apple_params_t *p, const apple_sizes_
 										    kk, ksize, res);
 	lowpass_kernel<<<grid_for((size_t)n * n, BODY_THREADS), BODY_THREADS, 0, st>>>(taps, res, n,
 										      im);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 static __global__ void rowsums_kernel(const double *__restrict__ im, int n, int q, int nw,
@@ -516,7 +517,7 @@ extern "C" int apple_moments_cuda(const double *im, int n, int q, double *mean, 
 										       rs, rs2);
 	colsums_kernel<<<grid_for((size_t)nw * nw, BODY_THREADS), BODY_THREADS, 0, st>>>(
 		rs, rs2, q, nw, 1.0 / ((double)q * q), mean, std);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 /* One block per container: every thread scans a stride of the range, then
@@ -550,7 +551,7 @@ extern "C" int apple_refs_select_cuda(const apple_sizes_t *s, const double *mean
 		return SP_EINVAL;
 	refs_kernel<<<nc * nc, REF_THREADS, 0, (cudaStream_t)stream>>>(mean, std, s->n, s->query,
 								       s->container, s->nw, nc, ref);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 /* ---- morphology ---- */
@@ -710,7 +711,7 @@ extern "C" int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg,
 	int32_t *gcol = (int32_t *)(b + off[6]), *strow = (int32_t *)(b + off[7]);
 	int *anyzero = (int *)(b + off[8]);
 
-	if (cudaMemsetAsync(anyzero, 0, sizeof(int), st) != cudaSuccess)
+	if (sp_cuda_status(cudaMemsetAsync(anyzero, 0, sizeof(int), st), "cudaMemsetAsync") != 0)
 		return SP_ECUDA;
 	fill_holes_cuda(seg, nw, nw, par, flag, filled, anyzero, NULL, st);
 	/* no 0 left: refill seg with its top-left 100 x 100 cleared */
@@ -726,5 +727,5 @@ extern "C" int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg,
 	hit_mark_kernel<<<g, BODY_THREADS, 0, st>>>(ero, d2, (long long)s->max_size * s->max_size, n,
 						    par, flag);
 	hit_out_kernel<<<g, BODY_THREADS, 0, st>>>(ero, n, par, flag, out);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }

@@ -253,7 +253,7 @@ static void prepare_cuda(void *buffers[], void *cl_arg)
 					       (double *)STARPU_VECTOR_GET_PTR(buffers[4]), scr + rb,
 					       st);
 	if (rc != 0)
-		sp_status_set(a->ctx->status, rc, "%s: a CUDA kernel or cuFFT call failed", a->ctx->kernel);
+		sp_status_set(a->ctx->status, rc, "%s: %s", a->ctx->kernel, sp_cuda_last_error());
 	sp_cuda_free_async(scr, st);
 }
 
@@ -274,8 +274,8 @@ static void score_cuda(void *buffers[], void *cl_arg)
 				       (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), s->nref,
 				       a->lo, a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]), scr,
 				       st) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: a CUDA kernel or cuFFT call failed",
-			      a->ctx->kernel);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", a->ctx->kernel,
+			      sp_cuda_last_error());
 	sp_cuda_free_async(scr, st);
 }
 #endif
@@ -359,7 +359,8 @@ static void classify_cuda(void *buffers[], void *cl_arg)
 				     (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo,
 				     a->hi, (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]),
 				     (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", a->ctx->kernel);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", a->ctx->kernel,
+			      sp_cuda_last_error());
 }
 
 static void morph_cuda(void *buffers[], void *cl_arg)
@@ -374,7 +375,8 @@ static void morph_cuda(void *buffers[], void *cl_arg)
 		return;
 	if (apple_morphology_cuda(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				  (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]), scr, st) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", a->ctx->kernel);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", a->ctx->kernel,
+			      sp_cuda_last_error());
 	sp_cuda_free_async(scr, st);
 }
 #endif

@@ -1,5 +1,6 @@
 /* DESI subbundle extraction on the CPU: every patch of a subbundle with the single-patch kernels. */
 #include "extract.h"
+#include "desi_kern.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,28 +24,17 @@
  * pix 0, ivar 0 (the kernels see a masked pixel).
  */
 
-/* Copies window [ymin, ymin + ny) x [xmin, xmin + nx) of the image. */
+/* Copies window [ymin, ymin + ny) x [xmin, xmin + nx) of the image
+ * (desi_kern.h's pixel, as k_window). */
 static void copy_window(const desi_batch_t *b, const desi_patch_t *p, const float *img,
 			const float *ivar, double *wpix, double *wivar)
 {
-	for (int r = 0; r < p->ny; r++) {
-		const long yr = (long)p->ymin + r;
+	for (int r = 0; r < p->ny; r++)
 		for (int c = 0; c < p->nx; c++) {
-			const long xc = (long)p->xmin + c;
 			const size_t o = (size_t)r * (size_t)p->nx + (size_t)c;
-			double v = 0.0, w = 0.0;
-			if (yr >= 0 && yr < b->npix_y && xc >= 0 && xc < b->npix_x) {
-				const size_t s = (size_t)yr * (size_t)b->npix_x + (size_t)xc;
-				const float fv = img[s], fw = ivar[s];
-				if (isfinite(fv) && isfinite(fw) && fw > 0.0f) {
-					v = fv;
-					w = fw;
-				}
-			}
-			wpix[o] = v;
-			wivar[o] = w;
+			dsk_window_px(img, ivar, b->npix_y, b->npix_x, (long long)p->ymin + r,
+				      (long long)p->xmin + c, &wpix[o], &wivar[o]);
 		}
-	}
 }
 
 /* Zeroes patch i's core columns in every field of the rows. */
@@ -216,13 +206,13 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 			const size_t g = (size_t)b->nwave_grid;
 			for (int w = 0; w < cnw; w++) {
 				const size_t k = (size_t)f * cnw + w;
-				row[w] = (float)(flux[k] / dw);
-				row[g + w] = (float)(fivar[k] * dw * dw);
-				row[2 * g + w] = (float)chi2[k];
-				row[3 * g + w] = (float)pmask[k];
+				row[w] = dsk_row_value(flux[k], 0, dw, 0);
+				row[g + w] = dsk_row_value(fivar[k], 1, dw, 0);
+				row[2 * g + w] = dsk_row_value(chi2[k], 2, dw, 0);
+				row[3 * g + w] = dsk_row_value(pmask[k], 3, dw, 0);
 				for (int d = 0; d < nd; d++)
 					row[(4 + (size_t)d) * g + w] =
-						(float)rd[((size_t)f * nd + d) * cnw + w];
+						dsk_row_value(rd[((size_t)f * nd + d) * cnw + w], 4 + d, dw, 0);
 			}
 		}
 	}

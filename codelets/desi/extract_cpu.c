@@ -1,5 +1,6 @@
 /* DESI patch extraction CPU kernels: sparse normal equations, banded solve, decorrelation, chi2. */
 #include "extract.h"
+#include "desi_kern.h"
 
 #include <math.h>
 #include <string.h>
@@ -38,60 +39,53 @@
 
 /* Clipped rectangle of column (f, w) in window coordinates: rows
  * [*y0, *y1), columns [*x0, *x1); *oy, *ox: window pixel of spot [0][0]. */
+/* The patch's window for desi_kern.h. */
+static dsk_win_t win_of(const desi_patch_t *p)
+{
+	dsk_win_t w = { p->ymin, p->xmin, p->ny, p->nx, p->sy, p->sx };
+	return w;
+}
+
 static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc, int j, int *y0,
 		    int *y1, int *x0, int *x1, int *oy, int *ox)
 {
-	*oy = yc[j] - p->ymin;
-	*ox = xc[j] - p->xmin;
-	*y0 = *oy > 0 ? *oy : 0;
-	*x0 = *ox > 0 ? *ox : 0;
-	*y1 = *oy + p->sy < p->ny ? *oy + p->sy : p->ny;
-	*x1 = *ox + p->sx < p->nx ? *ox + p->sx : p->nx;
-	return *y0 < *y1 && *x0 < *x1;
+	dsk_win_t w = win_of(p);
+	dsk_rect_t r = { 0, 0, 0, 0, 0, 0 };
+	int in = dsk_rect(&w, xc[j], yc[j], &r);
+	*y0 = r.y0;
+	*y1 = r.y1;
+	*x0 = r.x0;
+	*x1 = r.x1;
+	*oy = r.oy;
+	*ox = r.ox;
+	return in;
 }
 
+/* The arithmetic is desi_kern.h's, shared with k_normal and k_regularise;
+ * the loops skip the pairs whose rectangles cannot meet. */
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
 			     double *y, double *fluxweight)
 {
 	const int n = desi_patch_n(p), nx = p->nx, sx = p->sx;
 	const size_t ss = (size_t)p->sy * (size_t)p->sx;
+	const dsk_win_t w = win_of(p);
 
 	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
 	for (int j1 = 0; j1 < n; j1++) {
-		int a0, a1, b0, b1, oy1, ox1;
+		dsk_rect_t a;
 		const double *s1 = spots + (size_t)j1 * ss;
 
 		y[j1] = 0.0;
 		fluxweight[j1] = 0.0;
-		if (!col_rect(p, xc, yc, j1, &a0, &a1, &b0, &b1, &oy1, &ox1))
+		if (!dsk_rect(&w, xc[j1], yc[j1], &a))
 			continue;
-		double sy_ = 0.0, sw = 0.0;
-		for (int r = a0; r < a1; r++)
-			for (int c = b0; c < b1; c++) {
-				double aw = s1[(r - oy1) * sx + (c - ox1)] * ivar[r * nx + c];
-				sw += aw;
-				sy_ += aw * pix[r * nx + c];
-			}
-		y[j1] = sy_;
-		fluxweight[j1] = sw;
+		y[j1] = dsk_column_sums(s1, &a, sx, pix, ivar, nx, &fluxweight[j1]);
 		for (int j2 = j1; j2 < n; j2++) {
-			int c0, c1, d0, d1, oy2, ox2;
-			if (!col_rect(p, xc, yc, j2, &c0, &c1, &d0, &d1, &oy2, &ox2))
+			dsk_rect_t b;
+			if (!dsk_rect(&w, xc[j2], yc[j2], &b))
 				continue;
-			int r0 = a0 > c0 ? a0 : c0, r1 = a1 < c1 ? a1 : c1;
-			int q0 = b0 > d0 ? b0 : d0, q1 = b1 < d1 ? b1 : d1;
-			if (r0 >= r1 || q0 >= q1)
-				continue;
-			const double *s2 = spots + (size_t)j2 * ss;
-			double acc = 0.0;
-			for (int r = r0; r < r1; r++) {
-				const double *u = s1 + (r - oy1) * sx - ox1;
-				const double *v = s2 + (r - oy2) * sx - ox2;
-				const double *w = ivar + r * nx;
-				for (int c = q0; c < q1; c++)
-					acc += u[c] * w[c] * v[c];
-			}
+			double acc = dsk_pair_sum(s1, &a, spots + (size_t)j2 * ss, &b, sx, ivar, nx);
 			icov[(size_t)j1 * n + j2] = acc;
 			icov[(size_t)j2 * n + j1] = acc;
 		}
@@ -103,11 +97,10 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 	for (int j = 0; j < n; j++)
 		if (fluxweight[j] > fwmax)
 			fwmax = fluxweight[j];
-	const double minweight = 1e-4 * fwmax;
-	for (int j = 0; j < n; j++) {
-		double a = fluxweight[j] < minweight ? minweight - fluxweight[j] : p->regularize;
-		icov[(size_t)j * n + j] += a * a + 1e-15;
-	}
+	const double minweight = dsk_minweight(fwmax);
+	for (int j = 0; j < n; j++)
+		icov[(size_t)j * n + j] = dsk_regularised(icov[(size_t)j * n + j], fluxweight[j],
+							  minweight, p->regularize);
 }
 
 /* Half-bandwidth of icov (fibre-major), at least kdmin, at most n - 1. */

@@ -10,6 +10,7 @@ extern "C" {
 #include "extract.h"
 #include "../../src/error.h"
 }
+#include "desi_kern.h"
 #include "../../src/cuda_handles.h"
 
 /*
@@ -75,8 +76,8 @@ extern "C" {
  */
 
 #define CHUNK 64 /* DESI_BATCH_MAX: patches per chunk */
-#define THREADS 256
-#define TILE 16
+#define THREADS DSK_THREADS
+#define TILE DSK_TILE
 #define JACOBI_SWEEPS 40
 
 /* Internal linkage for everything but the two entry points: other .cu
@@ -167,22 +168,30 @@ static layout make_layout(const desi_batch_t *b, phase ph)
 /* ---- kernels ---- */
 
 
-/* Clipped rectangle of column j of patch i, as col_rect() in extract_cpu.c. */
+/* Patch i's window for desi_kern.h. */
+__device__ static dsk_win_t win_of(const common &c, const geom &g, int i)
+{
+	dsk_win_t w = { g.ymin[i], g.xmin[i], g.ny[i] > 0 ? g.ny[i] : 0, g.nx[i] > 0 ? g.nx[i] : 0,
+			c.sy, c.sx };
+	return w;
+}
+
+/* Clipped rectangle of column j of patch i (desi_kern.h's, as the CPU's). */
 __device__ static bool col_rect(const common &c, const geom &g, int i, const int32_t *xc,
 				const int32_t *yc, size_t sj, int *y0, int *y1, int *x0, int *x1,
 				int *oy, int *ox)
 {
-	long long ly = (long long)yc[sj] - g.ymin[i], lx = (long long)xc[sj] - g.xmin[i];
-	int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
-	if (ly >= ny || lx >= nx || ly + c.sy <= 0 || lx + c.sx <= 0)
+	const dsk_win_t w = win_of(c, g, i);
+	dsk_rect_t r;
+	if (!dsk_rect(&w, xc[sj], yc[sj], &r))
 		return false;
-	*oy = (int)ly;
-	*ox = (int)lx;
-	*y0 = *oy > 0 ? *oy : 0;
-	*x0 = *ox > 0 ? *ox : 0;
-	*y1 = *oy + c.sy < ny ? *oy + c.sy : ny;
-	*x1 = *ox + c.sx < nx ? *ox + c.sx : nx;
-	return *y0 < *y1 && *x0 < *x1;
+	*y0 = r.y0;
+	*y1 = r.y1;
+	*x0 = r.x0;
+	*x1 = r.x1;
+	*oy = r.oy;
+	*ox = r.ox;
+	return true;
 }
 
 /* Bundle spot index of column j (fibre-major) of patch i. */
@@ -198,72 +207,29 @@ __global__ void k_window(common c, geom g, const float *img, const float *ivar, 
 	const int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
 	const long long npix = (long long)ny * nx;
 	for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < npix;
-	     q += (long long)gridDim.x * blockDim.x) {
-		long long yr = g.ymin[i] + q / nx, xr = g.xmin[i] + q % nx;
-		double v = 0.0, w = 0.0;
-		if (yr >= 0 && yr < c.npix_y && xr >= 0 && xr < c.npix_x) {
-			size_t s = (size_t)yr * (size_t)c.npix_x + (size_t)xr;
-			float fv = img[s], fw = ivar[s];
-			if (isfinite(fv) && isfinite(fw) && fw > 0.0f) {
-				v = fv;
-				w = fw;
-			}
-		}
-		wpix[g.poff[i] + q] = v;
-		wivar[g.poff[i] + q] = w;
-	}
+	     q += (long long)gridDim.x * blockDim.x)
+		dsk_window_px(img, ivar, c.npix_y, c.npix_x, g.ymin[i] + q / nx, g.xmin[i] + q % nx,
+			      &wpix[g.poff[i] + q], &wivar[g.poff[i] + q]);
 }
 
+/* One thread per column pair (j1 <= j2) of a patch's iCov, TILE x TILE
+ * threads per block, blocks (j2 tile, j1 tile, patch). */
 __global__ void k_normal(common c, geom g, const double *spots, const int32_t *xc,
 			 const int32_t *yc, const double *wpix, const double *wivar, double *icov,
 			 double *yv, double *fwv)
 {
 	if (blockIdx.x < blockIdx.y)
 		return; /* tile below the diagonal */
-	const int i = blockIdx.z, n = c.n, sx = c.sx;
+	const int i = blockIdx.z, n = c.n;
 	const int j1 = blockIdx.y * TILE + threadIdx.y, j2 = blockIdx.x * TILE + threadIdx.x;
 	if (j1 >= n || j2 >= n || j2 < j1)
 		return;
-	const double *pix = wpix + g.poff[i], *ivar = wivar + g.poff[i];
-	const int nx = g.nx[i];
-	const size_t ss = (size_t)c.sy * sx;
-	double *ic = icov + (size_t)i * n * n;
+	const size_t ss = (size_t)c.sy * c.sx;
 	const size_t s1j = spot_of(c, g, i, j1), s2j = spot_of(c, g, i, j2);
-	int a0, a1, b0, b1, oy1, ox1, c0, c1, d0, d1, oy2, ox2;
-	double acc = 0.0;
-
-	bool in1 = col_rect(c, g, i, xc, yc, s1j, &a0, &a1, &b0, &b1, &oy1, &ox1);
-	if (j2 == j1) {
-		double sy_ = 0.0, sw = 0.0;
-		if (in1) {
-			const double *s1 = spots + s1j * ss;
-			for (int r = a0; r < a1; r++)
-				for (int q = b0; q < b1; q++) {
-					double aw = __dmul_rn(s1[(r - oy1) * sx + (q - ox1)],
-							      ivar[r * nx + q]);
-					sw = __dadd_rn(sw, aw);
-					sy_ = __dadd_rn(sy_, __dmul_rn(aw, pix[r * nx + q]));
-				}
-		}
-		yv[(size_t)i * n + j1] = sy_;
-		fwv[(size_t)i * n + j1] = sw;
-	}
-	if (in1 && col_rect(c, g, i, xc, yc, s2j, &c0, &c1, &d0, &d1, &oy2, &ox2)) {
-		int r0 = a0 > c0 ? a0 : c0, r1 = a1 < c1 ? a1 : c1;
-		int q0 = b0 > d0 ? b0 : d0, q1 = b1 < d1 ? b1 : d1;
-		if (r0 < r1 && q0 < q1) {
-			const double *s1 = spots + s1j * ss, *s2 = spots + s2j * ss;
-			for (int r = r0; r < r1; r++) {
-				const double *u = s1 + (r - oy1) * sx - ox1;
-				const double *v = s2 + (r - oy2) * sx - ox2;
-				const double *w = ivar + r * nx;
-				for (int q = q0; q < q1; q++)
-					acc = __dadd_rn(acc, __dmul_rn(__dmul_rn(u[q], w[q]), v[q]));
-			}
-		}
-	}
-	ic[(size_t)j1 * n + j2] = acc;
-	ic[(size_t)j2 * n + j1] = acc;
+	const dsk_win_t w = win_of(c, g, i);
+	dsk_normal_entry(&w, n, j1, j2, spots + s1j * ss, xc[s1j], yc[s1j], spots + s2j * ss,
+			 xc[s2j], yc[s2j], wpix + g.poff[i], wivar + g.poff[i],
+			 icov + (size_t)i * n * n, yv + (size_t)i * n, fwv + (size_t)i * n);
 }
 
 /* Step 2 per patch (block i). */
@@ -283,12 +249,11 @@ __global__ void k_regularise(common c, double *icov, const double *fwv)
 			red[threadIdx.x] = red[threadIdx.x + s];
 		__syncthreads();
 	}
-	const double minweight = __dmul_rn(1e-4, red[0]);
+	const double minweight = dsk_minweight(red[0]);
 	double *ic = icov + (size_t)i * n * n;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		double a = fw[j] < minweight ? __dsub_rn(minweight, fw[j]) : c.regularize;
-		ic[(size_t)j * n + j] = __dadd_rn(ic[(size_t)j * n + j], __dadd_rn(__dmul_rn(a, a), 1e-15));
-	}
+	for (int j = threadIdx.x; j < n; j += blockDim.x)
+		ic[(size_t)j * n + j] = dsk_regularised(ic[(size_t)j * n + j], fw[j], minweight,
+							c.regularize);
 }
 
 /* The batched calls' pointer arrays and the failure flags, one thread per patch. */
@@ -535,16 +500,9 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 {
 	const int i = blockIdx.x, cnw = g.cnw[i];
 	const bool bad = info[i] != 0 || fail[i] != 0;
-	for (int e = threadIdx.x; e < c.core_nf * c.nf_out * cnw; e += blockDim.x) {
-		const int w = e % cnw, k = (e / cnw) % c.nf_out, fc = e / (cnw * c.nf_out);
-		double v = core[(((size_t)i * c.core_nf + fc) * c.nf_out + k) * c.m + w];
-		if (k == 0)
-			v = v / c.dw;
-		else if (k == 1)
-			v = v * c.dw * c.dw;
-		rows[((size_t)fc * c.nfield + k) * c.nwave_grid + (g.w0[i] - c.col0) + w] =
-			bad ? 0.0f : (float)v;
-	}
+	for (int e = threadIdx.x; e < c.core_nf * c.nf_out * cnw; e += blockDim.x)
+		dsk_write_elem(e, i, cnw, c.core_nf, c.nf_out, c.m, c.nfield, c.nwave_grid,
+			       g.w0[i] - c.col0, core, bad, c.dw, rows);
 }
 
 } /* namespace */

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../../src/cuda_handles.h"
 extern "C" {
 #include "psf.h"
 #include "../../src/error.h"
@@ -185,11 +186,13 @@ extern "C" int desi_spots_cuda(const double *params, size_t n, desi_spot_shape_t
 		return 0;
 	layout L = make_layout(shape);
 	if (L.bytes > 48 * 1024 &&
-	    cudaFuncSetAttribute(spots_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 (int)L.bytes) != cudaSuccess)
+	    sp_cuda_status(cudaFuncSetAttribute(spots_kernel,
+						cudaFuncAttributeMaxDynamicSharedMemorySize,
+						(int)L.bytes),
+			   "cudaFuncSetAttribute") != 0)
 		return SP_ECUDA;
 	unsigned grid = (unsigned)(n < MAX_BLOCKS ? n : MAX_BLOCKS);
 	spots_kernel<<<grid, SPOT_THREADS, L.bytes, (cudaStream_t)stream>>>(params, n, L, shape,
 									      spots, xc, yc);
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../../src/cuda_handles.h"
 extern "C" {
 #include "jsync.h"
 #include "../../src/error.h"
@@ -119,7 +120,7 @@ static unsigned grid_for(int64_t blocks)
 
 static int launched(void)
 {
-	return cudaGetLastError() == cudaSuccess ? 0 : SP_ECUDA;
+	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 extern "C" int jsync_best_cuda(const double *R, int64_t N, int64_t p0,

@@ -8,6 +8,9 @@
 #include "../../src/rng.h"
 #include "../../src/stage.h"
 #include "jsync_glue.h"
+#ifdef SP_HAVE_CUDA
+#include "../../src/cuda_handles.h"
+#endif
 
 /*
  * DESIGN: every iteration submits one task per chunk, all reading v (as
@@ -71,7 +74,7 @@ static void matvec_cuda(void *buffers[], void *cl_arg)
 	if (jsync_matvec_cuda((const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
 			      (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			      (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]), stream()) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", __func__, sp_cuda_last_error());
 }
 
 static void fused_cuda(void *buffers[], void *cl_arg)
@@ -82,7 +85,7 @@ static void fused_cuda(void *buffers[], void *cl_arg)
 	if (jsync_matvec_fused_cuda((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0,
 				    a->p1, (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				    (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]), stream()) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", __func__, sp_cuda_last_error());
 }
 
 /* Reduction codelets have no status to report into: a failed launch is
@@ -92,7 +95,7 @@ static void zero_cuda(void *buffers[], void *cl_arg)
 	(void)cl_arg;
 	if (jsync_zero_cuda((int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			    (int64_t)STARPU_VECTOR_GET_NX(buffers[0]), stream()) != 0) {
-		fprintf(stderr, "starpipe: %s: kernel launch failed\n", __func__);
+		fprintf(stderr, "starpipe: %s: %s\n", __func__, sp_cuda_last_error());
 		abort();
 	}
 }
@@ -103,7 +106,7 @@ static void add_cuda(void *buffers[], void *cl_arg)
 	if (jsync_add_cuda((int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			   (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			   (int64_t)STARPU_VECTOR_GET_NX(buffers[0]), stream()) != 0) {
-		fprintf(stderr, "starpipe: %s: kernel launch failed\n", __func__);
+		fprintf(stderr, "starpipe: %s: %s\n", __func__, sp_cuda_last_error());
 		abort();
 	}
 }

@@ -4,6 +4,9 @@
 
 #include "../../src/stage.h"
 #include "jsync_glue.h"
+#ifdef SP_HAVE_CUDA
+#include "../../src/cuda_handles.h"
+#endif
 
 uint32_t jsync_chunk_footprint(struct starpu_task *task)
 {
@@ -38,7 +41,7 @@ static void best_cuda(void *buffers[], void *cl_arg)
 	if (jsync_best_cuda((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
 			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			    (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
-		sp_status_set(a->ctx->status, SP_ECUDA, "%s: kernel launch failed", __func__);
+		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", __func__, sp_cuda_last_error());
 }
 #endif
 

@@ -1,0 +1,193 @@
+/* Per-thread bodies of the DESI CUDA kernels (window, normal equations, regularisation, rows), plain C shared with the CPU. */
+#ifndef SP_DESI_KERN_H
+#define SP_DESI_KERN_H
+
+/*
+ * DESIGN.  What extract_cuda.cu's k_window, k_normal, k_regularise and
+ * k_write compute, element by element, lives here, compiled as C for the
+ * CPU (extract_cpu.c and extract_batch.c call the same functions) and as
+ * __host__ __device__ for CUDA.  tests/test_desi_kern.c runs the kernels'
+ * per-thread bodies on the host, block by block and thread by thread in
+ * the kernels' own grids, and compares with desi_patch_batch_cpu() bit for
+ * bit: iCov, y and fluxweight are identical by construction (the same
+ * operations in the same order; on the device every double operation is
+ * an explicit round-to-nearest intrinsic, so no FMA contraction, and the
+ * host builds with -ffp-contract=off).
+ *
+ * Geometry: a spot is sy x sx pixels with its corner at CCD (yc, xc); a
+ * patch's pixel window is [ymin, ymin + ny) x [xmin, xmin + nx); a spot's
+ * rectangle is clipped to the window (cut spots are not renormalised).
+ */
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define DSK_FN static __host__ __device__ inline
+#else
+#define DSK_FN static inline
+#endif
+
+#ifdef __CUDA_ARCH__
+#define DSK_MUL(a, b) __dmul_rn((a), (b))
+#define DSK_ADD(a, b) __dadd_rn((a), (b))
+#define DSK_SUB(a, b) __dsub_rn((a), (b))
+#else
+#define DSK_MUL(a, b) ((a) * (b))
+#define DSK_ADD(a, b) ((a) + (b))
+#define DSK_SUB(a, b) ((a) - (b))
+#endif
+
+/* Launch shapes, shared with the host emulation: threads per block of the
+ * element kernels, and the side of k_normal's square blocks. */
+#define DSK_THREADS 256
+#define DSK_TILE 16
+
+/* A patch's pixel window and the spot size. */
+typedef struct dsk_win {
+	int ymin, xmin, ny, nx; /* ny, nx >= 0 */
+	int sy, sx;
+} dsk_win_t;
+
+/* The spot rectangle clipped to the window: window rows [y0, y1), columns
+ * [x0, x1); (oy, ox) is the spot's corner in window coordinates.  Returns
+ * whether it is not empty. */
+typedef struct dsk_rect {
+	int y0, y1, x0, x1, oy, ox;
+} dsk_rect_t;
+
+DSK_FN int dsk_rect(const dsk_win_t *w, int32_t xc, int32_t yc, dsk_rect_t *r)
+{
+	long long ly = (long long)yc - w->ymin, lx = (long long)xc - w->xmin;
+	if (ly >= w->ny || lx >= w->nx || ly + w->sy <= 0 || lx + w->sx <= 0)
+		return 0;
+	r->oy = (int)ly;
+	r->ox = (int)lx;
+	r->y0 = r->oy > 0 ? r->oy : 0;
+	r->x0 = r->ox > 0 ? r->ox : 0;
+	r->y1 = r->oy + w->sy < w->ny ? r->oy + w->sy : w->ny;
+	r->x1 = r->ox + w->sx < w->nx ? r->ox + w->sx : w->nx;
+	return r->y0 < r->y1 && r->x0 < r->x1;
+}
+
+/* One pixel of the window copy: CCD (yr, xr) of the float image as
+ * doubles; outside the image, a non-finite value or an ivar that is not
+ * finite and > 0 gives pix 0, ivar 0 (a masked pixel). */
+DSK_FN void dsk_window_px(const float *img, const float *ivar, int npix_y, int npix_x,
+			  long long yr, long long xr, double *pix, double *wivar)
+{
+	double v = 0.0, w = 0.0;
+	if (yr >= 0 && yr < npix_y && xr >= 0 && xr < npix_x) {
+		size_t s = (size_t)yr * (size_t)npix_x + (size_t)xr;
+		float fv = img[s], fw = ivar[s];
+		if (isfinite(fv) && isfinite(fw) && fw > 0.0f) {
+			v = fv;
+			w = fw;
+		}
+	}
+	*pix = v;
+	*wivar = w;
+}
+
+/* A'Np and A'N1 of one column: the sums over its rectangle, row-major.
+ * Returns A'Np; *fw receives A'N1. */
+DSK_FN double dsk_column_sums(const double *s, const dsk_rect_t *r, int sx, const double *pix,
+			      const double *ivar, int nx, double *fw)
+{
+	double sy_ = 0.0, sw = 0.0;
+	for (int y = r->y0; y < r->y1; y++)
+		for (int x = r->x0; x < r->x1; x++) {
+			double aw = DSK_MUL(s[(y - r->oy) * sx + (x - r->ox)], ivar[y * nx + x]);
+			sw = DSK_ADD(sw, aw);
+			sy_ = DSK_ADD(sy_, DSK_MUL(aw, pix[y * nx + x]));
+		}
+	*fw = sw;
+	return sy_;
+}
+
+/* A'NA of two columns: the sum of s1 ivar s2 over the intersection of
+ * their rectangles (0 when they do not meet), row-major. */
+DSK_FN double dsk_pair_sum(const double *s1, const dsk_rect_t *a, const double *s2,
+			   const dsk_rect_t *b, int sx, const double *ivar, int nx)
+{
+	int r0 = a->y0 > b->y0 ? a->y0 : b->y0, r1 = a->y1 < b->y1 ? a->y1 : b->y1;
+	int q0 = a->x0 > b->x0 ? a->x0 : b->x0, q1 = a->x1 < b->x1 ? a->x1 : b->x1;
+	double acc = 0.0;
+	if (r0 >= r1 || q0 >= q1)
+		return 0.0;
+	for (int y = r0; y < r1; y++) {
+		const double *u = s1 + (y - a->oy) * sx - a->ox;
+		const double *v = s2 + (y - b->oy) * sx - b->ox;
+		const double *w = ivar + y * nx;
+		for (int q = q0; q < q1; q++)
+			acc = DSK_ADD(acc, DSK_MUL(DSK_MUL(u[q], w[q]), v[q]));
+	}
+	return acc;
+}
+
+/* The normal equations' entry (j1, j2), j1 <= j2, of one patch: column j's
+ * spot is spot(j), its corner (xc(j), yc(j)).  Writes icov[j1][j2] and
+ * [j2][j1] (n x n), and on the diagonal y[j1] and fw[j1]: k_normal's
+ * thread body. */
+DSK_FN void dsk_normal_entry(const dsk_win_t *w, int n, int j1, int j2, const double *s1,
+			     int32_t xc1, int32_t yc1, const double *s2, int32_t xc2, int32_t yc2,
+			     const double *pix, const double *ivar, double *icov, double *y,
+			     double *fw)
+{
+	dsk_rect_t a, b;
+	int in1 = dsk_rect(w, xc1, yc1, &a);
+	double acc = 0.0;
+	if (j1 == j2) {
+		double sw = 0.0, sy_ = in1 ? dsk_column_sums(s1, &a, w->sx, pix, ivar, w->nx, &sw) : 0.0;
+		y[j1] = sy_;
+		fw[j1] = sw;
+	}
+	if (in1 && dsk_rect(w, xc2, yc2, &b))
+		acc = dsk_pair_sum(s1, &a, s2, &b, w->sx, ivar, w->nx);
+	icov[(size_t)j1 * n + j2] = acc;
+	icov[(size_t)j2 * n + j1] = acc;
+}
+
+/* Step 2 for one bin: iCov[j][j] plus the regularisation, alpha =
+ * minweight - fluxweight where fluxweight < minweight (minweight = 1e-4
+ * max fluxweight), else `regularize`; plus 1e-15. */
+DSK_FN double dsk_regularised(double diag, double fw, double minweight, double regularize)
+{
+	double a = fw < minweight ? DSK_SUB(minweight, fw) : regularize;
+	return DSK_ADD(diag, DSK_ADD(DSK_MUL(a, a), 1e-15));
+}
+
+/* minweight from the largest fluxweight. */
+DSK_FN double dsk_minweight(double fwmax)
+{
+	return DSK_MUL(1e-4, fwmax);
+}
+
+/* A frame row value from a core field k (0 flux, 1 ivar, then chi2pix,
+ * pixmask_fraction, the resolution diagonals): flux / dw, ivar dw^2,
+ * others as they are; 0 for a failed patch. */
+DSK_FN float dsk_row_value(double v, int k, double dw, int bad)
+{
+	if (bad)
+		return 0.0f;
+	if (k == 0)
+		v = v / dw;
+	else if (k == 1)
+		v = v * dw * dw;
+	return (float)v;
+}
+
+/* k_write's element e of patch i (e over core_nf x nf_out x cnw, the
+ * patch's core columns): core [patch][core_nf][nf_out][m] into the rows
+ * [core_nf][nfield][nwave_grid] at column col + w. */
+DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m, int nfield,
+			   int nwave_grid, int col, const double *core, int bad, double dw,
+			   float *rows)
+{
+	const int w = e % cnw, k = (e / cnw) % nf_out, fc = e / (cnw * nf_out);
+	const double v = core[(((size_t)i * core_nf + fc) * nf_out + k) * m + w];
+	rows[((size_t)fc * nfield + k) * nwave_grid + col + w] = dsk_row_value(v, k, dw, bad);
+}
+
+#endif /* SP_DESI_KERN_H */

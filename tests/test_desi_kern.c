@@ -1,0 +1,253 @@
+/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): k_window, k_normal, k_regularise and k_write, block by block, against the CPU. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../codelets/desi/desi_kern.h"
+#include "../codelets/desi/extract.h"
+#include "../src/rng.h"
+
+/*
+ * A synthetic subbundle: NF fibres x M padded wavelengths per patch, NP
+ * patches along the wavelength axis of a bundle of NB fibres, Gaussian-ish
+ * positive spots of 5 x 7 pixels on a small image with masked, NaN and
+ * zero-ivar pixels, and windows that reach outside the image (the clipping
+ * paths).  The emulation walks the kernels' grids exactly as the launches
+ * in extract_cuda.cu give them, with the block and thread indices the
+ * bodies see, and compares with desi_patch_batch_cpu() bit for bit.
+ */
+enum { NB = 5, NF = 3, M = 12, NP = 4, SY = 5, SX = 7, NFULL = 60, IMY = 70, IMX = 48 };
+
+typedef struct fixture {
+	double spots[NB * NFULL * SY * SX];
+	int32_t xc[NB * NFULL], yc[NB * NFULL];
+	float img[IMY * IMX], ivar[IMY * IMX];
+	int ymin[NP], ny[NP], xmin[NP], nx[NP], w0[NP], cnw[NP];
+	desi_batch_t b;
+} fixture_t;
+
+static double uniform(uint64_t *s)
+{
+	return (double)(sp_splitmix64(s) >> 11) * 0x1.0p-53;
+}
+
+static void make_fixture(fixture_t *fx, int fib0)
+{
+	uint64_t s = 12345;
+	for (int f = 0; f < NB; f++)
+		for (int w = 0; w < NFULL; w++) {
+			size_t j = (size_t)f * NFULL + w;
+			for (int y = 0; y < SY; y++)
+				for (int x = 0; x < SX; x++) {
+					double dy = y - 2 + 0.3 * uniform(&s), dx = x - 3 + 0.3 * uniform(&s);
+					fx->spots[j * SY * SX + y * SX + x] = exp(-0.5 * (dy * dy + dx * dx / 2));
+				}
+			fx->xc[j] = 4 + 8 * f + (int)(3 * uniform(&s)) - 6; /* fibre 0 starts left of the image */
+			fx->yc[j] = w + (int)(2 * uniform(&s)) - 3;
+		}
+	for (int p = 0; p < IMY * IMX; p++) {
+		fx->img[p] = (float)(100 * uniform(&s) - 5);
+		double u = uniform(&s);
+		fx->ivar[p] = u < 0.05 ? 0.0f : u < 0.07 ? -1.0f : (float)(0.01 + u);
+	}
+	fx->img[7 * IMX + 9] = NAN;
+	fx->ivar[20 * IMX + 11] = INFINITY;
+	for (int i = 0; i < NP; i++) {
+		fx->w0[i] = 10 * i;
+		fx->cnw[i] = 8;
+		fx->ymin[i] = fx->w0[i] - 4;           /* the first window starts above the image */
+		fx->ny[i] = M + 6;
+		fx->xmin[i] = 8 * fib0 - 3;
+		fx->nx[i] = 8 * NF + 5 + (i == NP - 1 ? 30 : 0); /* the last reaches past the image */
+	}
+	fx->b = (desi_batch_t){
+		.p = { .nfib = NF, .nwave = M, .sy = SY, .sx = SX, .core_f0 = 1, .core_nf = 1,
+		       .core_w0 = 2, .core_nw = 8, .ndiag = 2, .regularize = 0.5, .psferr = 0.01 },
+		.np = NP, .ymin = fx->ymin, .ny = fx->ny, .xmin = fx->xmin, .nx = fx->nx,
+		.w0 = fx->w0, .core_nw = fx->cnw, .fib0 = fib0, .nfullwave = NFULL, .npix_y = IMY,
+		.npix_x = IMX, .nwave_grid = 60, .nfield = 4 + 5, .col0 = 0, .dw = 0.8,
+	};
+}
+
+static int npix_of(const desi_batch_t *b, int i)
+{
+	return (b->ny[i] > 0 ? b->ny[i] : 0) * (b->nx[i] > 0 ? b->nx[i] : 0);
+}
+
+/* k_normal, k_window and k_regularise as desi_patch_batch_cuda() launches
+ * them for one chunk (all NP patches), emulated; gridx: k_window's grid
+ * width (the launch's grid_for(); small here, to run the grid-stride loop). */
+static void emulate_patch(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			  const int32_t *yc, const float *img, const float *ivar, double *normal,
+			  unsigned gridx)
+{
+	const int n = b->p.nfib * b->p.nwave, m = b->p.nwave, P = b->np;
+	long long poff[NP], off = 0;
+	for (int i = 0; i < P; i++) {
+		poff[i] = off;
+		off += npix_of(b, i);
+	}
+	double *wpix = calloc((size_t)off, sizeof *wpix), *wivar = calloc((size_t)off, sizeof *wivar);
+	double *icov = normal, *y = icov + (size_t)P * n * n, *fw = y + (size_t)P * n;
+	assert_non_null(wpix);
+	assert_non_null(wivar);
+
+	/* k_window<<<(gridx, P), THREADS>>> */
+	for (int by = 0; by < P; by++)
+		for (unsigned bx = 0; bx < gridx; bx++)
+			for (int tx = 0; tx < DSK_THREADS; tx++) {
+				const int ny = b->ny[by] > 0 ? b->ny[by] : 0;
+				const int nx = b->nx[by] > 0 ? b->nx[by] : 0;
+				for (long long q = (long long)bx * DSK_THREADS + tx; q < (long long)ny * nx;
+				     q += (long long)gridx * DSK_THREADS)
+					dsk_window_px(img, ivar, b->npix_y, b->npix_x, b->ymin[by] + q / nx,
+						      b->xmin[by] + q % nx, &wpix[poff[by] + q],
+						      &wivar[poff[by] + q]);
+			}
+	/* k_normal<<<(nt, nt, P), (TILE, TILE)>>>, blocks in reverse order */
+	const int nt = (n + DSK_TILE - 1) / DSK_TILE;
+	const size_t ss = (size_t)b->p.sy * b->p.sx;
+	for (int bz = P - 1; bz >= 0; bz--)
+		for (int by = nt - 1; by >= 0; by--)
+			for (int bx = nt - 1; bx >= 0; bx--) {
+				if (bx < by)
+					continue;
+				for (int ty = 0; ty < DSK_TILE; ty++)
+					for (int tx = 0; tx < DSK_TILE; tx++) {
+						int j1 = by * DSK_TILE + ty, j2 = bx * DSK_TILE + tx;
+						if (j1 >= n || j2 >= n || j2 < j1)
+							continue;
+						size_t s1 = (size_t)(b->fib0 + j1 / m) * b->nfullwave + b->w0[bz] + j1 % m;
+						size_t s2 = (size_t)(b->fib0 + j2 / m) * b->nfullwave + b->w0[bz] + j2 % m;
+						dsk_win_t w = { b->ymin[bz], b->xmin[bz],
+								b->ny[bz] > 0 ? b->ny[bz] : 0,
+								b->nx[bz] > 0 ? b->nx[bz] : 0, b->p.sy, b->p.sx };
+						dsk_normal_entry(&w, n, j1, j2, spots + s1 * ss, xc[s1], yc[s1],
+								 spots + s2 * ss, xc[s2], yc[s2],
+								 wpix + poff[bz], wivar + poff[bz],
+								 icov + (size_t)bz * n * n, y + (size_t)bz * n,
+								 fw + (size_t)bz * n);
+					}
+			}
+	/* k_regularise<<<P, THREADS>>>: a max reduction over the block, then
+	 * a strided loop over the diagonal */
+	for (int i = 0; i < P; i++) {
+		double red[DSK_THREADS];
+		const double *f = fw + (size_t)i * n;
+		for (int t = 0; t < DSK_THREADS; t++) {
+			double mx = 0.0;
+			for (int j = t; j < n; j += DSK_THREADS)
+				if (f[j] > mx)
+					mx = f[j];
+			red[t] = mx;
+		}
+		for (int st = DSK_THREADS / 2; st > 0; st >>= 1)
+			for (int t = 0; t < st; t++)
+				if (red[t + st] > red[t])
+					red[t] = red[t + st];
+		const double minweight = dsk_minweight(red[0]);
+		double *ic = icov + (size_t)i * n * n;
+		for (int t = 0; t < DSK_THREADS; t++)
+			for (int j = t; j < n; j += DSK_THREADS)
+				ic[(size_t)j * n + j] =
+					dsk_regularised(ic[(size_t)j * n + j], f[j], minweight, b->p.regularize);
+	}
+	free(wpix);
+	free(wivar);
+}
+
+static void check_patch_phase(int fib0, unsigned gridx)
+{
+	fixture_t *fx = calloc(1, sizeof *fx);
+	assert_non_null(fx);
+	make_fixture(fx, fib0);
+	size_t nd = desi_normal_doubles(&fx->b);
+	double *cpu = malloc(nd * sizeof *cpu), *emu = malloc(nd * sizeof *emu);
+	assert_non_null(cpu);
+	assert_non_null(emu);
+	memset(emu, 0xff, nd * sizeof *emu); /* every entry must be written */
+	assert_int_equal(desi_patch_batch_cpu(&fx->b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+					      cpu), 0);
+	emulate_patch(&fx->b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar, emu, gridx);
+	/* not vacuous: the normal equations hold overlaps, fluxes and weights */
+	const size_t n = NF * M;
+	size_t nonzero = 0;
+	for (size_t k = 0; k < (size_t)NP * n * n; k++)
+		nonzero += cpu[k] != 0.0;
+	assert_true(nonzero > (size_t)NP * n * 4);
+	size_t bad = 0;
+	for (size_t k = 0; k < nd; k++)
+		if (memcmp(&cpu[k], &emu[k], sizeof cpu[k]) != 0 && bad++ < 5)
+			print_message("# entry %zu: cpu %.17g emulated %.17g\n", k, cpu[k], emu[k]);
+	assert_int_equal(bad, 0);
+	free(cpu);
+	free(emu);
+	free(fx);
+}
+
+/* iCov, y, fluxweight: bit for bit, with the window reaching outside the
+ * image on the left (fibre 0) and elsewhere. */
+static void test_normal_left(void **state)
+{
+	(void)state;
+	check_patch_phase(0, 1);
+}
+
+static void test_normal_inner(void **state)
+{
+	(void)state;
+	check_patch_phase(2, 2);
+}
+
+/* k_write<<<P, THREADS>>>: the core fields into the rows at their columns
+ * (col0 shifts them), scaled, zeros for a failed patch; against the
+ * layout written out independently. */
+static void test_write(void **state)
+{
+	(void)state;
+	enum { P = 3, CNF = 2, NFO = 9, MW = 10, NFIELD = 9, COL0 = 4 };
+	const int cnw[P] = { 10, 10, 6 }, w0[P] = { 4, 14, 24 }, bad[P] = { 0, 1, 0 };
+	const int grid = 30, ncols = grid - COL0;
+	double core[P * CNF * NFO * MW];
+	float rows[CNF * NFIELD * 26], want[CNF * NFIELD * 26];
+	const double dw = 0.8;
+	uint64_t s = 7;
+	for (size_t k = 0; k < sizeof core / sizeof core[0]; k++)
+		core[k] = 1000 * uniform(&s) - 100;
+	memset(rows, 0xff, sizeof rows);
+	for (int i = 0; i < P; i++)
+		for (int t = 0; t < DSK_THREADS; t++)
+			for (int e = t; e < CNF * NFO * cnw[i]; e += DSK_THREADS)
+				dsk_write_elem(e, i, cnw[i], CNF, NFO, MW, NFIELD, ncols, w0[i] - COL0,
+					       core, bad[i], dw, rows);
+	for (int i = 0; i < P; i++)
+		for (int f = 0; f < CNF; f++)
+			for (int k = 0; k < NFO; k++)
+				for (int w = 0; w < cnw[i]; w++) {
+					double v = core[((i * CNF + f) * NFO + k) * MW + w];
+					float x = bad[i] ? 0.0f : k == 0 ? (float)(v / dw)
+							 : k == 1 ? (float)(v * dw * dw) : (float)v;
+					want[(f * NFIELD + k) * ncols + (w0[i] - COL0) + w] = x;
+				}
+	assert_memory_equal(rows, want, sizeof rows);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_normal_left),
+		cmocka_unit_test(test_normal_inner),
+		cmocka_unit_test(test_write),
+	};
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
