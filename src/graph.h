@@ -117,7 +117,14 @@ char *sp_graph_expand(const char *text, const char *item, size_t index);
 struct sp_err;
 int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err);
 
-/* Writes the pipeline as Graphviz DOT. */
+/* Marks in wide[nstages] the stages that run once per batch: a kind that
+ * does not tile, no output file, no per-item variable (${item}, ${stem},
+ * ${index}) in its parameters, and inputs from such stages only.  Their
+ * value is shared by every item of the batch. */
+void sp_graph_batch_wide(const sp_graph_t *g, unsigned char *wide);
+
+/* Writes the pipeline as Graphviz DOT: each stage with its kind, where it
+ * may run, its tile and priority, and whether it runs once per batch. */
 void sp_graph_dot(const sp_graph_t *g, FILE *f);
 
 /* The stage parameter `name` of st (its spec must exist: asserts). */

@@ -66,6 +66,20 @@ static int uses_item(const sp_gstage_t *st)
 	return 0;
 }
 
+void sp_graph_batch_wide(const sp_graph_t *g, unsigned char *wide)
+{
+	for (size_t s = 0; s < g->nstages; s++) {
+		const sp_gstage_t *st = &g->stages[s];
+		int w = st->kind->run_tile == NULL;
+		for (size_t p = 0; w && p < st->kind->nparams; p++)
+			if (st->kind->params[p].type == SP_PT_OUTPUT || uses_item(st))
+				w = 0;
+		for (size_t p = 0; w && p < st->kind->ninputs; p++)
+			w = wide[st->inputs[p].stage];
+		wide[s] = (unsigned char)w;
+	}
+}
+
 void sp_graph_dot(const sp_graph_t *g, FILE *f)
 {
 	fprintf(f, "digraph \"%s\" {\n", g->pipeline != NULL ? g->pipeline : "pipeline");
@@ -76,9 +90,24 @@ void sp_graph_dot(const sp_graph_t *g, FILE *f)
 		fprintf(f, "\t\"inputs\" [shape=folder, label=\"inputs\\n%s\"];\n",
 			what[g->items_kind]);
 	}
-	for (size_t i = 0; i < g->nstages; i++)
-		fprintf(f, "\t\"%s\" [label=\"%s\\n%s\"];\n", g->stages[i].name,
-			g->stages[i].name, g->stages[i].kind->name);
+	unsigned char *wide = calloc(g->nstages ? g->nstages : 1, 1);
+	if (wide != NULL)
+		sp_graph_batch_wide(g, wide);
+	for (size_t i = 0; i < g->nstages; i++) {
+		const sp_gstage_t *st = &g->stages[i];
+		unsigned impl = st->where ? st->where : st->kind->impl;
+		/* name, kind; where it may run; the graph's keys; once per batch */
+		fprintf(f, "\t\"%s\" [label=\"%s\\n%s\\n%s%s%s", st->name, st->name, st->kind->name,
+			(impl & SP_IMPL_CPU) ? "CPU" : "", impl == (SP_IMPL_CPU | SP_IMPL_CUDA) ? "+" : "",
+			(impl & SP_IMPL_CUDA) ? "CUDA" : "");
+		if (st->tile > 0)
+			fprintf(f, ", tile %d", st->tile);
+		if (st->priority != 0)
+			fprintf(f, ", priority %d", st->priority);
+		fprintf(f, "%s\"%s];\n", wide != NULL && wide[i] ? "\\nonce per batch" : "",
+			wide != NULL && wide[i] ? ", style=dashed" : "");
+	}
+	free(wide);
 	for (size_t i = 0; i < g->nstages; i++) {
 		const sp_gstage_t *st = &g->stages[i];
 

@@ -313,25 +313,6 @@ static size_t slot_stage(const sp_graph_t *g, size_t v)
 	return s;
 }
 
-/* Marks the stages that run once per batch: none of their parameters holds
- * a per-item builtin (${item}, ${stem}, ${index}: the only ${ left after
- * loading), none writes an output file, and their inputs come from such
- * stages only.  Stages are in topological order. */
-static void mark_batch_wide(const sp_graph_t *g, unsigned char *wide)
-{
-	for (size_t s = 0; s < g->nstages; s++) {
-		const sp_gstage_t *st = &g->stages[s];
-		int w = 1;
-		for (size_t p = 0; w && p < st->kind->nparams; p++)
-			if (st->kind->params[p].type == SP_PT_OUTPUT ||
-			    strstr(st->params[p].text, "${") != NULL)
-				w = 0;
-		for (size_t p = 0; w && p < st->kind->ninputs; p++)
-			w = wide[st->inputs[p].stage];
-		wide[s] = (unsigned char)w;
-	}
-}
-
 /* Runs batch-wide stage s once, for the first item that reaches it; later
  * items wait for it and borrow its values.  A failure fails every item. */
 static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, sp_item_t *item)
@@ -1087,7 +1068,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	if (rc == 0 && (b.batch_wide == NULL || b.shared_ran == NULL || b.shared_values == NULL))
 		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	if (b.batch_wide != NULL)
-		mark_batch_wide(g, b.batch_wide);
+		sp_graph_batch_wide(g, b.batch_wide);
 	b.shared.g = g;
 	b.shared.path = "";
 	pthread_mutex_init(&b.shared.lock, NULL);
