@@ -825,7 +825,7 @@ APPLE_KIND(sp_apple_score_kind, "apple.score",
 	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA,
 	   .tile = "tasks over ranges of query windows; default 4 per worker");
 APPLE_KIND(sp_apple_train_kind, "apple.train",
-	   "APPLE: score map, training set and SVM (libsvm; CPU only, see doc/apple.md)",
+	   "APPLE: score map, training set and SVM (libsvm; CPU only: 0.4 % of the time, doc/apple.md)",
 	   train_run, scores_port, classifier_port, SP_IMPL_CPU);
 APPLE_KIND(sp_apple_classify_kind, "apple.classify",
 	   "APPLE: SVM classification of every window (tiles of rows); retrains if uniform",
@@ -835,5 +835,5 @@ APPLE_KIND(sp_apple_morphology_kind, "apple.morphology",
 	   "APPLE: hole filling, erosions and the component size filter",
 	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA);
 APPLE_KIND(sp_apple_pick_kind, "apple.pick",
-	   "APPLE: particle centres, overlap removal, original coordinates (CPU)",
+	   "APPLE: particle centres, overlap removal, original coordinates (CPU only: 0.7 % of the time, doc/apple.md)",
 	   pick_run, mask_port, picks_port, SP_IMPL_CPU);
