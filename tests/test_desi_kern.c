@@ -1,4 +1,4 @@
-/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): k_window, k_normal, k_regularise and k_write, block by block, against the CPU. */
+/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): k_window, k_normal, k_regularise, k_chi2pix, k_chi2core and k_write, block by block, against the CPU. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -208,6 +208,82 @@ static void test_normal_inner(void **state)
 	check_patch_phase(2, 2);
 }
 
+/* k_chi2pix<<<(gridx, P), THREADS>>> then k_chi2core<<<P, THREADS>>>, from
+ * a given x per patch (any x: chi2 only evaluates the model A x), against
+ * desi_extract_chi2_cpu() on the patch's gathered spots, bit for bit. */
+static void test_chi2(void **state)
+{
+	(void)state;
+	fixture_t *fx = calloc(1, sizeof *fx);
+	assert_non_null(fx);
+	make_fixture(fx, 1);
+	const desi_batch_t *b = &fx->b;
+	const int n = NF * M, m = M;
+	const size_t ss = SY * SX;
+	const unsigned gridx = 2;
+	uint64_t seed = 99;
+	int nonzero = 0;
+
+	for (int i = 0; i < NP; i++) {
+		desi_patch_t p = b->p;
+		p.ymin = b->ymin[i];
+		p.xmin = b->xmin[i];
+		p.ny = b->ny[i];
+		p.nx = b->nx[i];
+		p.core_nw = b->core_nw[i];
+		const size_t npix = (size_t)p.ny * p.nx;
+		double x[NF * M], *pspots = malloc((size_t)n * ss * sizeof *pspots);
+		int32_t pxc[NF * M], pyc[NF * M];
+		double *wpix = malloc(npix * sizeof *wpix), *wivar = malloc(npix * sizeof *wivar);
+		double *work = malloc(desi_extract_work_size(&p) * sizeof *work);
+		double *chi2 = malloc(npix * sizeof *chi2), *tpos = malloc(npix * sizeof *tpos);
+		double cpu_c2[NF * M], cpu_pm[NF * M], emu_c2[NF * M], emu_pm[NF * M];
+		assert_non_null(pspots);
+		assert_non_null(work);
+		for (int j = 0; j < n; j++) {
+			size_t sj = (size_t)(b->fib0 + j / m) * NFULL + b->w0[i] + j % m;
+			memcpy(pspots + (size_t)j * ss, fx->spots + sj * ss, ss * sizeof *pspots);
+			pxc[j] = fx->xc[sj];
+			pyc[j] = fx->yc[sj];
+			x[j] = j % 7 == 3 ? 0.0 : 50 * uniform(&seed) - 5; /* some zeros: skipped */
+		}
+		for (size_t q = 0; q < npix; q++)
+			dsk_window_px(fx->img, fx->ivar, IMY, IMX, p.ymin + (long long)(q / p.nx),
+				      p.xmin + (long long)(q % p.nx), &wpix[q], &wivar[q]);
+		desi_extract_chi2_cpu(&p, pspots, pxc, pyc, wpix, wivar, x, cpu_c2, cpu_pm, work);
+
+		/* the kernels, on the bundle's arrays */
+		const dsk_win_t w = { p.ymin, p.xmin, p.ny, p.nx, SY, SX };
+		const dsk_cols_t cols = { fx->spots, fx->xc, fx->yc, b->fib0, NFULL, b->w0[i], m };
+		memset(chi2, 0xff, npix * sizeof *chi2);
+		for (unsigned bx = 0; bx < gridx; bx++)
+			for (int tx = DSK_THREADS - 1; tx >= 0; tx--)
+				for (long long q = (long long)bx * DSK_THREADS + tx; q < (long long)npix;
+				     q += (long long)gridx * DSK_THREADS)
+					dsk_chi2_pixel(&w, &cols, n, x, (int)(q / p.nx), (int)(q % p.nx),
+						       wpix[q], wivar[q], p.psferr, &chi2[q], &tpos[q]);
+		const int ncore = p.core_nf * p.core_nw;
+		for (int tx = 0; tx < DSK_THREADS; tx++)
+			for (int e = tx; e < ncore; e += DSK_THREADS) {
+				int fc = e / p.core_nw, wc = e % p.core_nw;
+				int j = (p.core_f0 + fc) * m + p.core_w0 + wc;
+				dsk_chi2_core(&w, &cols, j, chi2, tpos, wivar, &emu_c2[e], &emu_pm[e]);
+			}
+		for (int e = 0; e < ncore; e++)
+			nonzero += cpu_c2[e] != 0.0;
+		assert_memory_equal(emu_c2, cpu_c2, (size_t)ncore * sizeof *cpu_c2);
+		assert_memory_equal(emu_pm, cpu_pm, (size_t)ncore * sizeof *cpu_pm);
+		free(pspots);
+		free(wpix);
+		free(wivar);
+		free(work);
+		free(chi2);
+		free(tpos);
+	}
+	assert_true(nonzero > NP * 4); /* not vacuous */
+	free(fx);
+}
+
 /* k_write<<<P, THREADS>>>: the core fields into the rows at their columns
  * (col0 shifts them), scaled, zeros for a failed patch; against the
  * layout written out independently. */
@@ -246,6 +322,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_normal_left),
 		cmocka_unit_test(test_normal_inner),
+		cmocka_unit_test(test_chi2),
 		cmocka_unit_test(test_write),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -3,13 +3,14 @@
 #define SP_DESI_KERN_H
 
 /*
- * DESIGN.  What extract_cuda.cu's k_window, k_normal, k_regularise and
- * k_write compute, element by element, lives here, compiled as C for the
+ * DESIGN.  What extract_cuda.cu's k_window, k_normal, k_regularise,
+ * k_chi2pix, k_chi2core and k_write compute, element by element, lives here, compiled as C for the
  * CPU (extract_cpu.c and extract_batch.c call the same functions) and as
  * __host__ __device__ for CUDA.  tests/test_desi_kern.c runs the kernels'
  * per-thread bodies on the host, block by block and thread by thread in
- * the kernels' own grids, and compares with desi_patch_batch_cpu() bit for
- * bit: iCov, y and fluxweight are identical by construction (the same
+ * the kernels' own grids, and compares with desi_patch_batch_cpu() and
+ * desi_extract_chi2_cpu() bit for bit: iCov, y, fluxweight, chi2pix and
+ * pixmask_fraction are identical by construction (the same
  * operations in the same order; on the device every double operation is
  * an explicit round-to-nearest intrinsic, so no FMA contraction, and the
  * host builds with -ffp-contract=off).
@@ -33,10 +34,12 @@
 #define DSK_MUL(a, b) __dmul_rn((a), (b))
 #define DSK_ADD(a, b) __dadd_rn((a), (b))
 #define DSK_SUB(a, b) __dsub_rn((a), (b))
+#define DSK_DIV(a, b) __ddiv_rn((a), (b))
 #else
 #define DSK_MUL(a, b) ((a) * (b))
 #define DSK_ADD(a, b) ((a) + (b))
 #define DSK_SUB(a, b) ((a) - (b))
+#define DSK_DIV(a, b) ((a) / (b))
 #endif
 
 /* Launch shapes, shared with the host emulation: threads per block of the
@@ -162,6 +165,81 @@ DSK_FN double dsk_regularised(double diag, double fw, double minweight, double r
 DSK_FN double dsk_minweight(double fwmax)
 {
 	return DSK_MUL(1e-4, fwmax);
+}
+
+/* Where a patch's columns are: column j (fibre-major, j = f m + w) is spot
+ * (fib0 + f) nfullwave + w0 + w of the arrays (the bundle's on the GPU; a
+ * patch's own, fib0 = w0 = 0 and nfullwave = m, on the CPU). */
+typedef struct dsk_cols {
+	const double *spots; /* [..][sy][sx] */
+	const int32_t *xc, *yc;
+	int fib0, nfullwave, w0, m;
+} dsk_cols_t;
+
+DSK_FN size_t dsk_col(const dsk_cols_t *c, int j)
+{
+	return (size_t)(c->fib0 + j / c->m) * (size_t)c->nfullwave + (size_t)(c->w0 + j % c->m);
+}
+
+/* Steps 7-8 for one pixel, from the model A x at it: tivar = 1 / (1/mivar +
+ * 1/ivar), mivar = (model psferr + 1e-32)^-2, chi2 = (pix - model)^2 tivar,
+ * and whether tivar > 0. */
+DSK_FN void dsk_chi2_from_model(double model, double pix, double ivar, double psferr,
+				double *chi2, double *tpos)
+{
+	double sig = DSK_ADD(DSK_MUL(model, psferr), 1e-32), var = DSK_MUL(sig, sig), t = 0.0;
+	if (ivar > 0.0 && isfinite(var))
+		t = DSK_DIV(1.0, DSK_ADD(var, DSK_DIV(1.0, ivar)));
+	double d = DSK_SUB(pix, model);
+	*chi2 = DSK_MUL(DSK_MUL(d, d), t);
+	*tpos = t > 0.0 ? 1.0 : 0.0;
+}
+
+/* k_chi2pix's body: the model at window pixel (r, q), the columns in order
+ * (those with x[j] = 0 skipped, as the CPU's), then dsk_chi2_from_model(). */
+DSK_FN void dsk_chi2_pixel(const dsk_win_t *w, const dsk_cols_t *c, int n, const double *x,
+			   int r, int q, double pix, double ivar, double psferr, double *chi2,
+			   double *tpos)
+{
+	const size_t ss = (size_t)w->sy * w->sx;
+	double model = 0.0;
+	for (int j = 0; j < n; j++) {
+		dsk_rect_t rc;
+		if (x[j] == 0.0)
+			continue;
+		size_t sj = dsk_col(c, j);
+		if (!dsk_rect(w, c->xc[sj], c->yc[sj], &rc))
+			continue;
+		if (r < rc.y0 || r >= rc.y1 || q < rc.x0 || q >= rc.x1)
+			continue;
+		model = DSK_ADD(model, DSK_MUL(x[j], c->spots[sj * ss + (r - rc.oy) * w->sx + (q - rc.ox)]));
+	}
+	dsk_chi2_from_model(model, pix, ivar, psferr, chi2, tpos);
+}
+
+/* k_chi2core's body and the CPU's: chi2pix and pixmask_fraction of column j
+ * from the chi2 and tivar > 0 maps of the window (nx wide). */
+DSK_FN void dsk_chi2_core(const dsk_win_t *w, const dsk_cols_t *c, int j, const double *chi2,
+			  const double *tpos, const double *ivar, double *chi2pix, double *pmask)
+{
+	const size_t ss = (size_t)w->sy * w->sx;
+	const size_t sj = dsk_col(c, j);
+	dsk_rect_t rc;
+	double num = 0.0, den = 0.0, msk = 0.0;
+	if (dsk_rect(w, c->xc[sj], c->yc[sj], &rc)) {
+		const double *s = c->spots + sj * ss;
+		for (int r = rc.y0; r < rc.y1; r++)
+			for (int q = rc.x0; q < rc.x1; q++) {
+				double a = s[(r - rc.oy) * w->sx + (q - rc.ox)];
+				size_t o = (size_t)r * w->nx + q;
+				num = DSK_ADD(num, DSK_MUL(a, chi2[o]));
+				den = DSK_ADD(den, DSK_MUL(a, tpos[o]));
+				if (ivar[o] == 0.0)
+					msk = DSK_ADD(msk, a);
+			}
+	}
+	*chi2pix = den > 0.0 ? DSK_DIV(num, den) : 0.0;
+	*pmask = msk;
 }
 
 /* A frame row value from a core field k (0 flux, 1 ivar, then chi2pix,

@@ -337,36 +337,15 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 			for (int c = x0; c < x1; c++)
 				model[r * nx + c] += x[j] * s[(r - oy) * sx + (c - ox)];
 	}
-	for (size_t i = 0; i < npix; i++) {
-		/* mivar = (model psferr + 1e-32)^-2 > 0 unless its square
-		 * overflows; tivar = 1 / (1/mivar + 1/ivar). */
-		double sig = model[i] * p->psferr + 1e-32, var = sig * sig, t = 0.0;
-		if (ivar[i] > 0.0 && isfinite(var))
-			t = 1.0 / (var + 1.0 / ivar[i]);
-		double d = pix[i] - model[i];
-		chi2[i] = d * d * t;
-		tpos[i] = t > 0.0 ? 1.0 : 0.0;
-	}
+	for (size_t i = 0; i < npix; i++)
+		dsk_chi2_from_model(model[i], pix[i], ivar[i], p->psferr, &chi2[i], &tpos[i]);
+	const dsk_win_t w = win_of(p);
+	const dsk_cols_t cols = { spots, xc, yc, 0, p->nwave, 0, p->nwave };
 	for (int fc = 0; fc < p->core_nf; fc++)
 		for (int wc = 0; wc < p->core_nw; wc++) {
 			const int j = (p->core_f0 + fc) * p->nwave + p->core_w0 + wc;
 			const size_t o = (size_t)fc * p->core_nw + wc;
-			int y0, y1, x0, x1, oy, ox;
-			double num = 0.0, den = 0.0, msk = 0.0;
-			if (col_rect(p, xc, yc, j, &y0, &y1, &x0, &x1, &oy, &ox)) {
-				const double *s = spots + (size_t)j * ss;
-				for (int r = y0; r < y1; r++)
-					for (int c = x0; c < x1; c++) {
-						double a = s[(r - oy) * sx + (c - ox)];
-						size_t q = (size_t)r * nx + c;
-						num += a * chi2[q];
-						den += a * tpos[q];
-						if (ivar[q] == 0.0)
-							msk += a;
-					}
-			}
-			chi2pix[o] = den > 0.0 ? num / den : 0.0;
-			pixmask_fraction[o] = msk;
+			dsk_chi2_core(&w, &cols, j, chi2, tpos, ivar, &chi2pix[o], &pixmask_fraction[o]);
 		}
 }
 

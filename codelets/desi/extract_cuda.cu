@@ -176,28 +176,12 @@ __device__ static dsk_win_t win_of(const common &c, const geom &g, int i)
 	return w;
 }
 
-/* Clipped rectangle of column j of patch i (desi_kern.h's, as the CPU's). */
-__device__ static bool col_rect(const common &c, const geom &g, int i, const int32_t *xc,
-				const int32_t *yc, size_t sj, int *y0, int *y1, int *x0, int *x1,
-				int *oy, int *ox)
+/* The patch's columns in the bundle's spot arrays (desi_kern.h). */
+__device__ static dsk_cols_t cols_of(const common &c, const geom &g, int i, const double *spots,
+				     const int32_t *xc, const int32_t *yc)
 {
-	const dsk_win_t w = win_of(c, g, i);
-	dsk_rect_t r;
-	if (!dsk_rect(&w, xc[sj], yc[sj], &r))
-		return false;
-	*y0 = r.y0;
-	*y1 = r.y1;
-	*x0 = r.x0;
-	*x1 = r.x1;
-	*oy = r.oy;
-	*ox = r.ox;
-	return true;
-}
-
-/* Bundle spot index of column j (fibre-major) of patch i. */
-__device__ static size_t spot_of(const common &c, const geom &g, int i, int j)
-{
-	return (size_t)(c.fib0 + j / c.m) * (size_t)c.nfullwave + (size_t)(g.w0[i] + j % c.m);
+	dsk_cols_t k = { spots, xc, yc, c.fib0, c.nfullwave, g.w0[i], c.m };
+	return k;
 }
 
 __global__ void k_window(common c, geom g, const float *img, const float *ivar, double *wpix,
@@ -225,7 +209,8 @@ __global__ void k_normal(common c, geom g, const double *spots, const int32_t *x
 	if (j1 >= n || j2 >= n || j2 < j1)
 		return;
 	const size_t ss = (size_t)c.sy * c.sx;
-	const size_t s1j = spot_of(c, g, i, j1), s2j = spot_of(c, g, i, j2);
+	const dsk_cols_t k = cols_of(c, g, i, spots, xc, yc);
+	const size_t s1j = dsk_col(&k, j1), s2j = dsk_col(&k, j2);
 	const dsk_win_t w = win_of(c, g, i);
 	dsk_normal_entry(&w, n, j1, j2, spots + s1j * ss, xc[s1j], yc[s1j], spots + s2j * ss,
 			 xc[s2j], yc[s2j], wpix + g.poff[i], wivar + g.poff[i],
@@ -434,33 +419,13 @@ __global__ void k_chi2pix(common c, geom g, const double *spots, const int32_t *
 	const int i = blockIdx.y;
 	const int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
 	const long long npix = (long long)ny * nx;
-	const double *x = xv + (size_t)i * c.n;
-	const size_t ss = (size_t)c.sy * c.sx;
+	const dsk_win_t w = win_of(c, g, i);
+	const dsk_cols_t k = cols_of(c, g, i, spots, xc, yc);
 	for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < npix;
 	     q += (long long)gridDim.x * blockDim.x) {
-		const int r = (int)(q / nx), col = (int)(q % nx);
-		double model = 0.0;
-		for (int j = 0; j < c.n; j++) {
-			int y0, y1, x0, x1, oy, ox;
-			if (x[j] == 0.0)
-				continue;
-			size_t sj = spot_of(c, g, i, j);
-			if (!col_rect(c, g, i, xc, yc, sj, &y0, &y1, &x0, &x1, &oy, &ox))
-				continue;
-			if (r < y0 || r >= y1 || col < x0 || col >= x1)
-				continue;
-			model = __dadd_rn(model,
-					  __dmul_rn(x[j], spots[sj * ss + (r - oy) * c.sx + (col - ox)]));
-		}
 		const size_t o = (size_t)(g.poff[i] + q);
-		const double iv = wivar[o];
-		double sig = __dadd_rn(__dmul_rn(model, c.psferr), 1e-32), var = __dmul_rn(sig, sig);
-		double t = 0.0;
-		if (iv > 0.0 && isfinite(var))
-			t = __ddiv_rn(1.0, __dadd_rn(var, __ddiv_rn(1.0, iv)));
-		double d = __dsub_rn(wpix[o], model);
-		chi2[o] = __dmul_rn(__dmul_rn(d, d), t);
-		tpos[o] = t > 0.0 ? 1.0 : 0.0;
+		dsk_chi2_pixel(&w, &k, c.n, xv + (size_t)i * c.n, (int)(q / nx), (int)(q % nx), wpix[o],
+			       wivar[o], c.psferr, &chi2[o], &tpos[o]);
 	}
 }
 
@@ -469,29 +434,15 @@ __global__ void k_chi2core(common c, geom g, const double *spots, const int32_t 
 			   const int32_t *yc, const double *wivar, const double *chi2,
 			   const double *tpos, double *core)
 {
-	const int i = blockIdx.x, cnw = g.cnw[i], nx = g.nx[i];
-	const size_t ss = (size_t)c.sy * c.sx;
+	const int i = blockIdx.x, cnw = g.cnw[i];
+	const dsk_win_t w = win_of(c, g, i);
+	const dsk_cols_t k = cols_of(c, g, i, spots, xc, yc);
 	for (int e = threadIdx.x; e < c.core_nf * cnw; e += blockDim.x) {
-		const int fc = e / cnw, w = e % cnw;
-		const int j = (c.core_f0 + fc) * c.m + c.core_w0 + w;
-		const size_t sj = spot_of(c, g, i, j);
-		int y0, y1, x0, x1, oy, ox;
-		double num = 0.0, den = 0.0, msk = 0.0;
-		if (col_rect(c, g, i, xc, yc, sj, &y0, &y1, &x0, &x1, &oy, &ox)) {
-			const double *s = spots + sj * ss;
-			for (int r = y0; r < y1; r++)
-				for (int q = x0; q < x1; q++) {
-					double a = s[(r - oy) * c.sx + (q - ox)];
-					size_t o = (size_t)(g.poff[i] + (long long)r * nx + q);
-					num = __dadd_rn(num, __dmul_rn(a, chi2[o]));
-					den = __dadd_rn(den, __dmul_rn(a, tpos[o]));
-					if (wivar[o] == 0.0)
-						msk = __dadd_rn(msk, a);
-				}
-		}
+		const int fc = e / cnw, wc = e % cnw;
+		const int j = (c.core_f0 + fc) * c.m + c.core_w0 + wc;
 		double *out = core + ((size_t)i * c.core_nf + fc) * c.nf_out * c.m;
-		out[2 * (size_t)c.m + w] = den > 0.0 ? __ddiv_rn(num, den) : 0.0;
-		out[3 * (size_t)c.m + w] = msk;
+		dsk_chi2_core(&w, &k, j, chi2 + g.poff[i], tpos + g.poff[i], wivar + g.poff[i],
+			      &out[2 * (size_t)c.m + wc], &out[3 * (size_t)c.m + wc]);
 	}
 }
 
