@@ -336,6 +336,20 @@ static struct desi_job *in_job(sp_value_t *const *in)
 	return ((desi_job_val_t *)in[0])->job;
 }
 
+/* The stage's spots and image inputs (in[ispots], in[iimage]) must be the
+ * ones the job was planned on: one item's, from the same stages. */
+static int same_inputs(struct desi_job *j, sp_item_t *item, const sp_gstage_t *st,
+		       sp_value_t *const *in, int ispots, int iimage)
+{
+	if ((ispots < 0 || ((desi_job_val_t *)in[ispots])->job == j) &&
+	    (const desi_image_val_t *)in[iimage] == j->iv)
+		return 0;
+	return sp_status_set(sp_item_status(item), SP_EINVAL,
+			     "%s: stage '%s' reads another image or other spots than its normal "
+			     "equations were planned on (check its in: section)",
+			     j->iv->path, st->name);
+}
+
 static int submit_failed(struct desi_job *j, sp_item_t *item, int ret)
 {
 	return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
@@ -572,7 +586,7 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 	if (job_val(j, "desi.normal", out) != 0)
 		return SP_ENOMEM;
-	if (sp_status_failed(sp_item_status(item)))
+	if (sp_status_failed(sp_item_status(item)) || same_inputs(j, item, st, in, -1, 1) != 0)
 		return 0;
 	j->regularize = ((const struct patch_params *)st->typed)->regularize;
 	/* patches per task: a tile of the subbundle's, the whole subbundle
@@ -651,6 +665,8 @@ static int decorrelate_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *c
 
 	if (job_val(j, "desi.rows", out) != 0)
 		return SP_ENOMEM;
+	if (same_inputs(j, item, st, in, 1, 2) != 0)
+		return 0;
 	j->psferr = ((const struct decorrelate_params *)st->typed)->psferr;
 	if (j->psferr <= 0)
 		j->psferr = j->psf->psferr;
@@ -790,10 +806,18 @@ static const sp_port_spec_t stitch_outputs[] = {
 	{ "frame", "desi.frame", "extracted spectra, resolution, chi2pix, stitched" },
 };
 
-#define DESI_PORT(var, name, type, help) static const sp_port_spec_t var[] = { { name, type, help } }
-DESI_PORT(patch_inputs, "spots", "desi.spots", "the spots");
-DESI_PORT(decorrelate_inputs, "normal", "desi.normal", "the normal equations");
-DESI_PORT(stitch_inputs, "rows", "desi.rows", "the patches' rows");
+static const sp_port_spec_t patch_inputs[] = {
+	{ "spots", "desi.spots", "the spots" },
+	{ "image", "desi.image", "the image the spots were planned on" },
+};
+static const sp_port_spec_t decorrelate_inputs[] = {
+	{ "normal", "desi.normal", "the normal equations" },
+	{ "spots", "desi.spots", "the spots (for the model of chi2pix)" },
+	{ "image", "desi.image", "the image (for chi2pix)" },
+};
+static const sp_port_spec_t stitch_inputs[] = {
+	{ "rows", "desi.rows", "the patches' rows" },
+};
 
 const sp_stage_kind_t sp_desi_spots_kind = {
 	.name = "desi.spots",
