@@ -1,4 +1,4 @@
-/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): k_window, k_normal, k_regularise, k_chi2pix, k_chi2core and k_write, block by block, against the CPU. */
+/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): spots, k_window, k_normal, k_regularise, k_chi2pix, k_chi2core and k_write, block by block, against the CPU. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -14,6 +14,7 @@
 
 #include "../codelets/desi/desi_kern.h"
 #include "../codelets/desi/extract.h"
+#include "../codelets/desi/psf.h"
 #include "../src/rng.h"
 
 /*
@@ -284,6 +285,111 @@ static void test_chi2(void **state)
 	free(fx);
 }
 
+/* One block of spots_kernel (psf_cuda.cu) for spot params p: its phases
+ * thread by thread, the warp-shuffle sums in the order the hardware forms
+ * them (lane l adds lane l + off, or itself past the warp's end). */
+static void emulate_spot(const double *p, desi_spot_shape_t sh, double *out, int32_t *xc,
+			 int32_t *yc)
+{
+	const int nx = 2 * sh.hsizex + 1, ny = 2 * sh.hsizey + 1, dx = sh.ghdegx, dy = sh.ghdegy;
+	const int nt = DSK_SPOT_THREADS, npix = nx * ny, nwarp = (nt + 31) / 32;
+	double Ex[64], Hx[16 * 64], Ey[64], Hy[16 * 64], gx[16 * 64], gy[16 * 64], T[16 * 64];
+	double pix[64 * 64], part[DSK_SPOT_THREADS], red[32];
+	const double *gh = p + 4;
+
+	*xc = dsk_corner(p[0], sh.hsizex);
+	*yc = dsk_corner(p[1], sh.hsizey);
+	for (int t = 0; t < nt; t++) /* 1 */
+		for (int k = t; k < nx + 1 + ny + 1; k += nt) {
+			if (k <= nx)
+				dsk_edge(p[0], p[2], nx, dx, k, Ex, Hx);
+			else
+				dsk_edge(p[1], p[3], ny, dy, k - (nx + 1), Ey, Hy);
+		}
+	for (int t = 0; t < nt; t++) /* 2 */
+		for (int q = t; q < (dx + 1) * nx + (dy + 1) * ny; q += nt) {
+			if (q < (dx + 1) * nx)
+				gx[q] = dsk_pgh(Ex, Hx, nx, q);
+			else
+				gy[q - (dx + 1) * nx] = dsk_pgh(Ey, Hy, ny, q - (dx + 1) * nx);
+		}
+	for (int t = 0; t < nt; t++) /* 3 */
+		for (int q = t; q < (dy + 1) * nx; q += nt)
+			T[q] = dsk_spot_T(gh, gx, dx, dy, nx, q);
+	for (int t = 0; t < nt; t++) { /* 4 */
+		part[t] = 0.0;
+		for (int q = t; q < npix; q += nt) {
+			pix[q] = dsk_spot_pixel(gy, T, dy, ny, nx, q);
+			part[t] += pix[q];
+		}
+	}
+	for (int w = 0; w < nwarp; w++) {
+		double *v = part + 32 * w;
+		for (int off = 16; off > 0; off >>= 1) {
+			double nv[32];
+			for (int l = 0; l < 32; l++)
+				nv[l] = v[l] + (l + off < 32 ? v[l + off] : v[l]);
+			memcpy(v, nv, sizeof nv);
+		}
+		red[w] = v[0];
+	}
+	double v[32];
+	for (int l = 0; l < 32; l++)
+		v[l] = l < nwarp ? red[l] : 0.0;
+	for (int off = 16; off > 0; off >>= 1) {
+		double nv[32];
+		for (int l = 0; l < 32; l++)
+			nv[l] = v[l] + (l + off < 32 ? v[l + off] : v[l]);
+		memcpy(v, nv, sizeof nv);
+	}
+	const double inv = 1.0 / v[0];
+	for (int q = 0; q < npix; q++)
+		out[q] = pix[q] * inv;
+}
+
+/* spots_kernel against desi_spots_cpu(): corners identical, pixels to the
+ * order of the normalising sum (a few 1e-16 on pixels <= 1; the host's erf
+ * and exp are the CPU's, so nothing else differs). */
+static void test_spots(void **state)
+{
+	(void)state;
+	const desi_spot_shape_t shapes[] = { { 8, 5, 6, 6 }, { 3, 4, 2, 3 }, { 10, 10, 0, 0 } };
+	uint64_t s = 31;
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+		const desi_spot_shape_t sh = shapes[k];
+		const int np = 4 + (sh.ghdegx + 1) * (sh.ghdegy + 1);
+		const int npix = (2 * sh.hsizex + 1) * (2 * sh.hsizey + 1);
+		enum { NS = 5 };
+		double params[NS * 64], cpu[NS * 64 * 64], emu[64 * 64];
+		int32_t cxc[NS], cyc[NS], exc, eyc;
+		for (int i = 0; i < NS; i++) {
+			double *p = params + i * np;
+			p[0] = 1000 * uniform(&s) - 20; /* some centres off the CCD */
+			p[1] = 4000 * uniform(&s);
+			p[2] = 0.8 + uniform(&s);
+			p[3] = 0.9 + uniform(&s);
+			for (int g = 4; g < np; g++)
+				p[g] = g == 4 ? 1.0 : 0.1 * uniform(&s) - 0.05;
+		}
+		desi_spots_cpu(params, NS, sh, cpu, cxc, cyc);
+		for (int i = 0; i < NS; i++) {
+			emulate_spot(params + i * np, sh, emu, &exc, &eyc);
+			assert_int_equal(exc, cxc[i]);
+			assert_int_equal(eyc, cyc[i]);
+			double sum = 0.0, maxdiff = 0.0;
+			for (int q = 0; q < npix; q++) {
+				double d = fabs(emu[q] - cpu[(size_t)i * npix + q]);
+				maxdiff = d > maxdiff ? d : maxdiff;
+				sum += emu[q];
+			}
+			if (maxdiff > 1e-15)
+				print_message("# shape %zu spot %d: max |diff| %.3g\n", k, i, maxdiff);
+			assert_true(maxdiff <= 1e-15);
+			assert_true(fabs(sum - 1.0) < 1e-13);
+		}
+	}
+}
+
 /* k_write<<<P, THREADS>>>: the core fields into the rows at their columns
  * (col0 shifts them), scaled, zeros for a failed patch; against the
  * layout written out independently. */
@@ -323,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_normal_left),
 		cmocka_unit_test(test_normal_inner),
 		cmocka_unit_test(test_chi2),
+		cmocka_unit_test(test_spots),
 		cmocka_unit_test(test_write),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -268,4 +268,67 @@ DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m
 	rows[((size_t)fc * nfield + k) * nwave_grid + col + w] = dsk_row_value(v, k, dw, bad);
 }
 
+/* ---- the spots kernel (psf_cuda.cu), phase by phase ---- */
+
+#define DSK_SQRT_2PI 2.5066282746310002 /* as psf.c */
+#define DSK_SQRT2 1.4142135623730951
+#define DSK_SPOT_THREADS 192
+
+/* floor(c - hsize + 0.5) as int32, INT32_MIN when not an int32 (psf.c). */
+DSK_FN int32_t dsk_corner(double c, int hsize)
+{
+	double v = floor(DSK_ADD(DSK_SUB(c, (double)hsize), 0.5));
+	return v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : INT32_MIN;
+}
+
+/* Phase 1, edge k of n pixels around centre c: E[k] = erf(u / sqrt 2) and
+ * H[m (n + 1) + k] = He_m(u) phi(u), m < deg. */
+DSK_FN void dsk_edge(double c, double sigma, int n, int deg, int k, double *E, double *H)
+{
+	double t = DSK_ADD(c, 0.5);
+	double d = DSK_SUB(DSK_SUB(t, floor(t)), 0.5);
+	double u = DSK_DIV(DSK_SUB(DSK_SUB((double)(k - n / 2), 0.5), d), sigma);
+	double phi = DSK_DIV(exp(DSK_MUL(-0.5, DSK_MUL(u, u))), DSK_SQRT_2PI);
+	double h = 1.0, hm1 = 0.0;
+
+	E[k] = erf(DSK_DIV(u, DSK_SQRT2));
+	for (int m = 0; m < deg; m++) {
+		double next = DSK_SUB(DSK_MUL(h, u), DSK_MUL(hm1, (double)m));
+		H[m * (n + 1) + k] = DSK_MUL(h, phi);
+		hm1 = h;
+		h = next;
+	}
+}
+
+/* Phase 2, g[m n + p] from the edge terms, q = m n + p < (deg + 1) n. */
+DSK_FN double dsk_pgh(const double *E, const double *H, int n, int q)
+{
+	int m = q / n, p = q % n;
+	if (m == 0)
+		return DSK_MUL(0.5, DSK_SUB(E[p + 1], E[p]));
+	const double *h = H + (m - 1) * (n + 1);
+	return DSK_SUB(h[p], h[p + 1]);
+}
+
+/* Phase 3, T[j][ix] = sum_i GH_ij gx[i][ix], i ascending; q = j nx + ix. */
+DSK_FN double dsk_spot_T(const double *gh, const double *gx, int dx, int dy, int nx, int q)
+{
+	int j = q / nx, ix = q % nx;
+	double t = 0.0;
+	for (int i = 0; i <= dx; i++)
+		t = DSK_ADD(t, DSK_MUL(gh[i * (dy + 1) + j], gx[i * nx + ix]));
+	return t;
+}
+
+/* Phase 4, pixel q = iy nx + ix: sum_j gy[j][iy] T[j][ix], j ascending,
+ * clipped at 0. */
+DSK_FN double dsk_spot_pixel(const double *gy, const double *T, int dy, int ny, int nx, int q)
+{
+	int iy = q / nx, ix = q % nx;
+	double v = 0.0;
+	for (int j = 0; j <= dy; j++)
+		v = DSK_ADD(v, DSK_MUL(gy[j * ny + iy], T[j * nx + ix]));
+	return v > 0.0 ? v : 0.0;
+}
+
 #endif /* SP_DESI_KERN_H */

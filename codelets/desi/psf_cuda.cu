@@ -7,6 +7,7 @@ extern "C" {
 #include "psf.h"
 #include "../../src/error.h"
 }
+#include "desi_kern.h"
 
 /*
  * DESIGN.  One block per spot (a grid stride over spots when there are
@@ -29,10 +30,8 @@ extern "C" {
  * DESI_PSF_MAX_* limits (above 48 KB the kernel's limit is raised).
  */
 
-#define SPOT_THREADS 192
+#define SPOT_THREADS DSK_SPOT_THREADS
 #define MAX_BLOCKS (1 << 20)
-#define SQRT_2PI 2.5066282746310002 /* as psf.c */
-#define SQRT2 1.4142135623730951
 
 struct layout {
 	int nx, ny, dx, dy, np;
@@ -58,43 +57,6 @@ static layout make_layout(desi_spot_shape_t s)
 	return L;
 }
 
-/* floor(c - hsize + 0.5) as int32, INT32_MIN when not an int32 (psf.c). */
-static __device__ int32_t d_corner(double c, int hsize)
-{
-	double v = floor(__dadd_rn(__dsub_rn(c, (double)hsize), 0.5));
-	return v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : INT32_MIN;
-}
-
-/* Edge k of n pixels around centre c: E[k] = erf(u / sqrt 2) and
- * H[m * (n + 1) + k] = He_m(u) phi(u), m < deg. */
-static __device__ void d_edge(double c, double sigma, int n, int deg, int k, double *E,
-			      double *H)
-{
-	double t = __dadd_rn(c, 0.5);
-	double d = __dsub_rn(__dsub_rn(t, floor(t)), 0.5);
-	double u = __ddiv_rn(__dsub_rn(__dsub_rn((double)(k - n / 2), 0.5), d), sigma);
-	double phi = __ddiv_rn(exp(__dmul_rn(-0.5, __dmul_rn(u, u))), SQRT_2PI);
-	double h = 1.0, hm1 = 0.0;
-
-	E[k] = erf(__ddiv_rn(u, SQRT2));
-	for (int m = 0; m < deg; m++) {
-		double next = __dsub_rn(__dmul_rn(h, u), __dmul_rn(hm1, (double)m));
-		H[m * (n + 1) + k] = __dmul_rn(h, phi);
-		hm1 = h;
-		h = next;
-	}
-}
-
-/* g[m * n + p] from the edge terms, for q = m * n + p < (deg + 1) n. */
-static __device__ double d_pgh(const double *E, const double *H, int n, int q)
-{
-	int m = q / n, p = q % n;
-	if (m == 0)
-		return __dmul_rn(0.5, __dsub_rn(E[p + 1], E[p]));
-	const double *h = H + (m - 1) * (n + 1);
-	return __dsub_rn(h[p], h[p + 1]);
-}
-
 static __global__ void spots_kernel(const double *__restrict__ params, size_t n, layout L,
 				    desi_spot_shape_t shape, double *__restrict__ spots,
 				    int32_t *__restrict__ xc, int32_t *__restrict__ yc)
@@ -112,43 +74,34 @@ static __global__ void spots_kernel(const double *__restrict__ params, size_t n,
 		double X = p[0], Y = p[1];
 
 		if (tid == 0) {
-			xc[s] = d_corner(X, shape.hsizex);
-			yc[s] = d_corner(Y, shape.hsizey);
+			xc[s] = dsk_corner(X, shape.hsizex);
+			yc[s] = dsk_corner(Y, shape.hsizey);
 		}
 		/* 1. edges */
 		for (int k = tid; k < L.nx + 1 + L.ny + 1; k += nt) {
 			if (k <= L.nx)
-				d_edge(X, p[2], L.nx, L.dx, k, Ex, Hx);
+				dsk_edge(X, p[2], L.nx, L.dx, k, Ex, Hx);
 			else
-				d_edge(Y, p[3], L.ny, L.dy, k - (L.nx + 1), Ey, Hy);
+				dsk_edge(Y, p[3], L.ny, L.dy, k - (L.nx + 1), Ey, Hy);
 		}
 		__syncthreads();
 		/* 2. pixel-integrated terms */
 		for (int q = tid; q < (L.dx + 1) * L.nx + (L.dy + 1) * L.ny; q += nt) {
 			if (q < (L.dx + 1) * L.nx)
-				gx[q] = d_pgh(Ex, Hx, L.nx, q);
+				gx[q] = dsk_pgh(Ex, Hx, L.nx, q);
 			else
 				gy[q - (L.dx + 1) * L.nx] =
-					d_pgh(Ey, Hy, L.ny, q - (L.dx + 1) * L.nx);
+					dsk_pgh(Ey, Hy, L.ny, q - (L.dx + 1) * L.nx);
 		}
 		__syncthreads();
 		/* 3. T[j][ix] = sum_i GH_ij gx[i][ix] */
-		for (int q = tid; q < (L.dy + 1) * L.nx; q += nt) {
-			int j = q / L.nx, ix = q % L.nx;
-			double t = 0.0;
-			for (int i = 0; i <= L.dx; i++)
-				t = __dadd_rn(t, __dmul_rn(gh[i * (L.dy + 1) + j], gx[i * L.nx + ix]));
-			T[q] = t;
-		}
+		for (int q = tid; q < (L.dy + 1) * L.nx; q += nt)
+			T[q] = dsk_spot_T(gh, gx, L.dx, L.dy, L.nx, q);
 		__syncthreads();
 		/* 4. pixels, clipped, and their sum */
 		double part = 0.0;
 		for (int q = tid; q < npix; q += nt) {
-			int iy = q / L.nx, ix = q % L.nx;
-			double v = 0.0;
-			for (int j = 0; j <= L.dy; j++)
-				v = __dadd_rn(v, __dmul_rn(gy[j * L.ny + iy], T[j * L.nx + ix]));
-			v = v > 0.0 ? v : 0.0;
+			double v = dsk_spot_pixel(gy, T, L.dy, L.ny, L.nx, q);
 			pix[q] = v;
 			part = __dadd_rn(part, v);
 		}
