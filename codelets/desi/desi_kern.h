@@ -4,7 +4,8 @@
 
 /*
  * DESIGN.  What extract_cuda.cu's k_window, k_normal, k_regularise,
- * k_chi2pix, k_chi2core and k_write compute, element by element, lives here, compiled as C for the
+ * k_decorrelate, k_chi2pix, k_chi2core, k_write and psf_cuda.cu's spots
+ * kernel compute, element by element, lives here, compiled as C for the
  * CPU (extract_cpu.c and extract_batch.c call the same functions) and as
  * __host__ __device__ for CUDA.  tests/test_desi_kern.c runs the kernels'
  * per-thread bodies on the host, block by block and thread by thread in
@@ -20,6 +21,7 @@
  * rectangle is clipped to the window (cut spots are not renormalised).
  */
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -266,6 +268,146 @@ DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m
 	const int w = e % cnw, k = (e / cnw) % nf_out, fc = e / (cnw * nf_out);
 	const double v = core[(((size_t)i * core_nf + fc) * nf_out + k) * m + w];
 	rows[((size_t)fc * nfield + k) * nwave_grid + col + w] = dsk_row_value(v, k, dw, bad);
+}
+
+/* k_eye's element e of Z, the core columns of the identity, column-major
+ * n x k per patch (k = core_nf m; first: the first core column's row). */
+DSK_FN double dsk_eye(size_t e, size_t n, size_t k, size_t first)
+{
+	size_t row = e % n, col = (e / n) % k;
+	return row == first + col ? 1.0 : 0.0;
+}
+
+/* ---- k_decorrelate: Q_bb = C_bb^-1/2 of one core fibre's m x m block ----
+ *
+ * A cyclic Jacobi eigensolver with the parallel (round-robin) ordering: in
+ * round r of a sweep, pair k of the mm / 2 disjoint pairs (mm = m rounded up
+ * to even; an odd m's extra index is a dummy) is rotated when its
+ * off-diagonal entry is not negligible.  These are the bodies of the
+ * kernel's thread loops, between its __syncthreads(); like the kernel they
+ * use plain arithmetic (nvcc may contract it into FMA: the emulation agrees
+ * with the device to rounding, not to the bit).  A, V: m x m, row-major. */
+
+/* Pair k of round r and its rotation (*cs, *sn); returns 1 when it rotates
+ * (|a_pq| > DBL_EPSILON sqrt(a_pp a_qq) and > 1e-300), else *sn = 0. */
+DSK_FN int dsk_jacobi_pair(const double *A, int m, int mm, int r, int k, int *pp, int *pq,
+			   double *cs, double *sn)
+{
+	int p, q;
+	if (k == 0) {
+		p = mm - 1;
+		q = r;
+	} else {
+		p = (r + k) % (mm - 1);
+		q = (r - k + mm - 1) % (mm - 1);
+	}
+	if (p > q) {
+		int t = p;
+		p = q;
+		q = t;
+	}
+	double cc = 1.0, ss = 0.0;
+	int rot = 0;
+	if (q < m) {
+		double apq = A[p * m + q], app = A[p * m + p], aqq = A[q * m + q];
+		if (fabs(apq) > 1e-300 && fabs(apq) > DBL_EPSILON * sqrt(fabs(app)) * sqrt(fabs(aqq))) {
+			double tau = (aqq - app) / (2.0 * apq);
+			double t = 1.0 / (fabs(tau) + hypot(1.0, tau));
+			if (tau < 0.0)
+				t = -t;
+			cc = 1.0 / sqrt(1.0 + t * t);
+			ss = t * cc;
+			rot = 1;
+		}
+	} else {
+		q = p; /* a dummy pair: no rotation */
+	}
+	pp[k] = p;
+	pq[k] = q;
+	cs[k] = cc;
+	sn[k] = ss;
+	return rot;
+}
+
+/* A <- J' A for element e < (mm / 2) m: rows p, q of pair e / m, column e % m. */
+DSK_FN void dsk_jacobi_rows(double *A, int m, int e, const int *pp, const int *pq,
+			    const double *cs, const double *sn)
+{
+	int k = e / m, col = e % m, p = pp[k], q = pq[k];
+	if (sn[k] == 0.0)
+		return;
+	double ap = A[p * m + col], aq = A[q * m + col];
+	A[p * m + col] = cs[k] * ap - sn[k] * aq;
+	A[q * m + col] = sn[k] * ap + cs[k] * aq;
+}
+
+/* A <- A J and V <- V J for element e: columns p, q of pair e / m, row e % m. */
+DSK_FN void dsk_jacobi_cols(double *A, double *V, int m, int e, const int *pp, const int *pq,
+			    const double *cs, const double *sn)
+{
+	int k = e / m, row = e % m, p = pp[k], q = pq[k];
+	if (sn[k] == 0.0)
+		return;
+	double ap = A[row * m + p], aq = A[row * m + q];
+	A[row * m + p] = cs[k] * ap - sn[k] * aq;
+	A[row * m + q] = sn[k] * ap + cs[k] * aq;
+	double vp = V[row * m + p], vq = V[row * m + q];
+	V[row * m + p] = cs[k] * vp - sn[k] * vq;
+	V[row * m + q] = sn[k] * vp + cs[k] * vq;
+}
+
+/* The rotated pair k's off-diagonal entries: exactly 0. */
+DSK_FN void dsk_jacobi_zero(double *A, int m, int k, const int *pp, const int *pq, const double *sn)
+{
+	if (sn[k] != 0.0) {
+		A[pp[k] * m + pq[k]] = 0.0;
+		A[pq[k] * m + pp[k]] = 0.0;
+	}
+}
+
+/* W = V diag(ev^-1/4), element e (in V). */
+DSK_FN void dsk_decor_w(double *V, const double *ev, int m, int e)
+{
+	V[e] *= 1.0 / sqrt(sqrt(ev[e % m]));
+}
+
+/* Q = W W', element e. */
+DSK_FN double dsk_decor_q(const double *V, int m, int e)
+{
+	int r = e / m, q = e % m;
+	double acc = 0.0;
+	for (int k = 0; k < m; k++)
+		acc += V[r * m + k] * V[q * m + k];
+	return acc;
+}
+
+/* s[r], the sum of Q's row r. */
+DSK_FN double dsk_decor_rowsum(const double *Q, int m, int r)
+{
+	double si = 0.0;
+	for (int q = 0; q < m; q++)
+		si += Q[r * m + q];
+	return si;
+}
+
+/* Core bin w of the fibre: flux (R x) into out[w], ivar (s^2) into out[m + w]. */
+DSK_FN void dsk_decor_flux(const double *R, const double *s, const double *xb, int m, int core_w0,
+			   int w, double *out)
+{
+	int wi = core_w0 + w;
+	double acc = 0.0;
+	for (int q = 0; q < m; q++)
+		acc += R[wi * m + q] * xb[q];
+	out[w] = acc;
+	out[m + w] = s[wi] * s[wi];
+}
+
+/* Resolution diagonal k of core bin w (e = k cnw + w) into out[(4 + k) m + w]. */
+DSK_FN void dsk_decor_rdiag(const double *R, int m, int core_w0, int ndiag, int cnw, int e,
+			    double *out)
+{
+	int k = e / cnw, w = e % cnw, col = w + core_w0, row = col - ndiag + k;
+	out[(size_t)(4 + k) * m + w] = row >= 0 && row < m ? R[row * m + col] : 0.0;
 }
 
 /* ---- the spots kernel (psf_cuda.cu), phase by phase ---- */

@@ -260,10 +260,8 @@ __global__ void k_eye(common c, int np, double *z)
 	const size_t n = (size_t)c.n, k = (size_t)c.core_nf * c.m, tot = (size_t)np * n * k;
 	const size_t first = (size_t)c.core_f0 * c.m;
 	for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot;
-	     e += (size_t)gridDim.x * blockDim.x) {
-		size_t row = e % n, col = (e / n) % k;
-		z[e] = row == first + col ? 1.0 : 0.0;
-	}
+	     e += (size_t)gridDim.x * blockDim.x)
+		z[e] = dsk_eye(e, n, k, first);
 }
 
 /* Steps 4-6 for block (patch i, core fibre fc): Q = C_bb^-1/2 by Jacobi. */
@@ -289,69 +287,19 @@ __global__ void k_decorrelate(common c, geom g, const double *cbb, const double 
 			*flag = 0;
 		__syncthreads();
 		for (int r = 0; r < mm - 1; r++) {
-			for (int k = tid; k < half; k += nt) {
-				int p, q;
-				if (k == 0) {
-					p = mm - 1;
-					q = r;
-				} else {
-					p = (r + k) % (mm - 1);
-					q = (r - k + mm - 1) % (mm - 1);
-				}
-				if (p > q) {
-					int t = p;
-					p = q;
-					q = t;
-				}
-				double cc = 1.0, ss = 0.0;
-				if (q < m) {
-					double apq = A[p * m + q], app = A[p * m + p], aqq = A[q * m + q];
-					if (fabs(apq) > 1e-300 &&
-					    fabs(apq) > DBL_EPSILON * sqrt(fabs(app)) * sqrt(fabs(aqq))) {
-						double tau = (aqq - app) / (2.0 * apq);
-						double t = 1.0 / (fabs(tau) + hypot(1.0, tau));
-						if (tau < 0.0)
-							t = -t;
-						cc = 1.0 / sqrt(1.0 + t * t);
-						ss = t * cc;
-						*flag = 1;
-					}
-				} else {
-					q = p; /* a dummy pair: no rotation */
-				}
-				pp[k] = p;
-				pq[k] = q;
-				cs[k] = cc;
-				sn[k] = ss;
-			}
+			for (int k = tid; k < half; k += nt)
+				if (dsk_jacobi_pair(A, m, mm, r, k, pp, pq, cs, sn))
+					*flag = 1;
 			__syncthreads();
 			/* A <- J' A (rows p, q), then A <- A J and V <- V J (columns). */
-			for (int e = tid; e < half * m; e += nt) {
-				int k = e / m, col = e % m, p = pp[k], q = pq[k];
-				if (sn[k] == 0.0)
-					continue;
-				double ap = A[p * m + col], aq = A[q * m + col];
-				A[p * m + col] = cs[k] * ap - sn[k] * aq;
-				A[q * m + col] = sn[k] * ap + cs[k] * aq;
-			}
+			for (int e = tid; e < half * m; e += nt)
+				dsk_jacobi_rows(A, m, e, pp, pq, cs, sn);
 			__syncthreads();
-			for (int e = tid; e < half * m; e += nt) {
-				int k = e / m, row = e % m, p = pp[k], q = pq[k];
-				if (sn[k] == 0.0)
-					continue;
-				double ap = A[row * m + p], aq = A[row * m + q];
-				A[row * m + p] = cs[k] * ap - sn[k] * aq;
-				A[row * m + q] = sn[k] * ap + cs[k] * aq;
-				double vp = V[row * m + p], vq = V[row * m + q];
-				V[row * m + p] = cs[k] * vp - sn[k] * vq;
-				V[row * m + q] = sn[k] * vp + cs[k] * vq;
-			}
+			for (int e = tid; e < half * m; e += nt)
+				dsk_jacobi_cols(A, V, m, e, pp, pq, cs, sn);
 			__syncthreads();
 			for (int k = tid; k < half; k += nt)
-				if (sn[k] != 0.0) {
-					A[pp[k] * m + pq[k]] = 0.0;
-					A[pq[k] * m + pp[k]] = 0.0;
-				}
+				dsk_jacobi_zero(A, m, k, pp, pq, sn);
 			__syncthreads();
 		}
 		if (*flag == 0)
@@ -372,24 +320,15 @@ __global__ void k_decorrelate(common c, geom g, const double *cbb, const double 
 			fail[i] = 1;
 		return;
 	}
-	/* W = V diag(ev^-1/4) (in V), Q = W W' (in A). */
+	/* W = V diag(ev^-1/4) (in V), Q = W W' (in A), s = its row sums, R = Q / s. */
 	for (int e = tid; e < m * m; e += nt)
-		V[e] *= 1.0 / sqrt(sqrt(ev[e % m]));
+		dsk_decor_w(V, ev, m, e);
 	__syncthreads();
-	for (int e = tid; e < m * m; e += nt) {
-		int r = e / m, q = e % m;
-		double acc = 0.0;
-		for (int k = 0; k < m; k++)
-			acc += V[r * m + k] * V[q * m + k];
-		A[e] = acc;
-	}
+	for (int e = tid; e < m * m; e += nt)
+		A[e] = dsk_decor_q(V, m, e);
 	__syncthreads();
-	for (int r = tid; r < m; r += nt) {
-		double si = 0.0;
-		for (int q = 0; q < m; q++)
-			si += A[r * m + q];
-		s[r] = si;
-	}
+	for (int r = tid; r < m; r += nt)
+		s[r] = dsk_decor_rowsum(A, m, r);
 	__syncthreads();
 	for (int e = tid; e < m * m; e += nt)
 		A[e] *= 1.0 / s[e / m]; /* A[r][q] = R[r][q] */
@@ -397,18 +336,10 @@ __global__ void k_decorrelate(common c, geom g, const double *cbb, const double 
 	const int cnw = g.cnw[i], nd = c.nd;
 	const double *xb = xv + (size_t)i * c.n + (size_t)f * m;
 	double *out = core + (size_t)blockIdx.x * c.nf_out * m;
-	for (int w = tid; w < cnw; w += nt) {
-		int wi = c.core_w0 + w;
-		double acc = 0.0;
-		for (int q = 0; q < m; q++)
-			acc += A[wi * m + q] * xb[q];
-		out[w] = acc;
-		out[m + w] = s[wi] * s[wi];
-	}
-	for (int e = tid; e < nd * cnw; e += nt) {
-		int k = e / cnw, w = e % cnw, col = w + c.core_w0, row = col - c.ndiag + k;
-		out[(size_t)(4 + k) * m + w] = row >= 0 && row < m ? A[row * m + col] : 0.0;
-	}
+	for (int w = tid; w < cnw; w += nt)
+		dsk_decor_flux(A, s, xb, m, c.core_w0, w, out);
+	for (int e = tid; e < nd * cnw; e += nt)
+		dsk_decor_rdiag(A, m, c.core_w0, c.ndiag, cnw, e, out);
 }
 
 /* Per pixel: the model A x, then the chi2 and (tivar > 0) maps. */
