@@ -43,6 +43,9 @@ static const char usage_text[] =
 	"  validate GRAPH  check a graph file; print every problem as file:line:col\n"
 	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
 	"  list            print every stage kind, its parameters and implementations\n"
+	"  models [GRAPH]  print the performance models of every codelet (of GRAPH's\n"
+	"                  stages): samples, mean and spread per footprint and worker\n"
+	"                  type; flags the uncalibrated and the noisy ones\n"
 	"\n"
 	"Options of run, validate and dot:\n"
 	"  -s, --set NAME=VALUE     set a pipeline variable (see the graph's params:)\n"
@@ -257,7 +260,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	if (optind >= argc)
 		return usage_error("%s", "missing command");
 	c->cmd = argv[optind++];
-	if (strcmp(c->cmd, "list") != 0 && strcmp(c->cmd, "help") != 0) {
+	if (strcmp(c->cmd, "models") == 0) {
+		if (optind < argc)
+			c->graph = argv[optind++]; /* optional */
+	} else if (strcmp(c->cmd, "list") != 0 && strcmp(c->cmd, "help") != 0) {
 		if (optind >= argc)
 			return usage_error("%s: missing graph file", c->cmd);
 		c->graph = argv[optind++];
@@ -317,6 +323,8 @@ static int cmd_list(void)
 		}
 		if (k[i]->tile != NULL)
 			printf("  tile: %s\n", k[i]->tile);
+		if (k[i]->codelets != NULL && k[i]->codelets[0] != '\0')
+			printf("  codelets: %s\n", k[i]->codelets);
 		for (size_t p = 0; p < k[i]->ninputs; p++)
 			printf("  in  %-12s %s\n", k[i]->inputs[p].name, k[i]->inputs[p].type);
 		for (size_t p = 0; p < k[i]->noutputs; p++)
@@ -331,6 +339,66 @@ static int cmd_list(void)
 	printf("\nThis build has no CUDA implementations (configure --enable-cuda).\n");
 #endif
 	return 0;
+}
+
+/* Adds the space-separated symbols of `list` to syms[n..] (malloc'd, each
+ * once); returns the new count. */
+static size_t add_symbols(const char *list, const char **syms, size_t n, size_t cap)
+{
+	for (const char *p = list != NULL ? list : ""; *p != '\0';) {
+		size_t len = strcspn(p, " ");
+		int seen = len == 0;
+		for (size_t i = 0; !seen && i < n; i++)
+			seen = strlen(syms[i]) == len && strncmp(syms[i], p, len) == 0;
+		if (!seen && n < cap) {
+			char *s = strndup(p, len);
+			if (s != NULL)
+				syms[n++] = s;
+		}
+		p += len;
+		p += strspn(p, " ");
+	}
+	return n;
+}
+
+/* `starpipe models [GRAPH]`: the perf models of the codelets of every kind,
+ * or of GRAPH's kinds; the folder from --perfmodel-dir, else GRAPH's
+ * runtime: section, else the default. */
+static int cmd_models(const struct cli *c)
+{
+	size_t nk, n = 0;
+	const sp_stage_kind_t *const *k = sp_stage_kinds(&nk);
+	const char *syms[256];
+	const char *dir = c->rt[rt_index("perfmodel_dir")];
+	sp_graph_t *g = NULL;
+	sp_err_t err = { 0 };
+
+	if (c->graph != NULL) {
+		sp_diag_t d;
+		sp_diag_init(&d, c->graph);
+		if (sp_graph_load(c->graph, c->vars, c->nvars, &g, &d) != 0) {
+			sp_diag_print(&d, stderr);
+			sp_diag_free(&d);
+			return EXIT_USAGE;
+		}
+		sp_diag_free(&d);
+		if (dir == NULL)
+			dir = sp_graph_runtime(g, "perfmodel_dir");
+	}
+	for (size_t i = 0; i < nk; i++) {
+		int used = g == NULL;
+		for (size_t s = 0; g != NULL && s < g->nstages; s++)
+			used |= g->stages[s].kind == k[i];
+		if (used)
+			n = add_symbols(k[i]->codelets, syms, n, sizeof syms / sizeof syms[0]);
+	}
+	int ret = sp_runtime_models(dir, syms, n, stdout, &err);
+	if (ret != 0)
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+	for (size_t i = 0; i < n; i++)
+		free((char *)syms[i]);
+	sp_graph_free(&g);
+	return ret != 0 ? EXIT_RUNTIME : 0;
 }
 
 /* The value of runtime parameter i: command line, else graph, else default. */
@@ -595,6 +663,10 @@ int main(int argc, char **argv)
 
 	if (r == 0 && (strcmp(c.cmd, "list") == 0)) {
 		r = cmd_list();
+		goto out;
+	}
+	if (r == 0 && strcmp(c.cmd, "models") == 0) {
+		r = cmd_models(&c);
 		goto out;
 	}
 	if (r == 0 && strcmp(c.cmd, "help") == 0) {

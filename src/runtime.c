@@ -6,6 +6,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -762,4 +763,80 @@ int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents
 	sp_json_free(&j);
 	free(own);
 	return ret;
+}
+
+int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FILE *out,
+		      sp_err_t *err)
+{
+	char path[4096], msg[sizeof err->msg], arch[64];
+	size_t nmodel = 0, nuncal = 0, nnoisy = 0;
+
+	if (dir != NULL && dir[0] != '\0')
+		snprintf(path, sizeof path, "%s", dir);
+	else
+		default_dir(path, sizeof path);
+	if (access(path, F_OK) == 0 && sp_runtime_check_perfmodel_dir(path, msg, sizeof msg) != 0)
+		return sp_seterr(err, SP_EIO, "perf-model folder: %s", msg);
+	setenv("STARPU_PERF_MODEL_DIR", path, 1);
+	if (getenv("STARPU_SILENT") == NULL)
+		setenv("STARPU_SILENT", "1", 1);
+	starpu_perfmodel_initialize();
+	fprintf(out, "# performance models in %s\n", path);
+	fprintf(out, "# %-18s %-18s %-10s %8s %12s %8s  %s\n", "codelet", "worker type", "footprint",
+		"samples", "mean", "spread", "flags");
+	for (size_t i = 0; i < n; i++) {
+		struct starpu_perfmodel model;
+		int rows = 0;
+
+		char mpath[4096];
+		memset(&model, 0, sizeof model);
+		model.type = STARPU_HISTORY_BASED;
+		starpu_perfmodel_get_model_path(symbols[i], mpath, sizeof mpath);
+		if (access(mpath, R_OK) != 0 || starpu_perfmodel_load_symbol(symbols[i], &model) != 0) {
+			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s  %s\n", symbols[i], "-", "-", "0", "-",
+				"-", "uncalibrated: no model yet (run the graph with --calibrate 1)");
+			nuncal++;
+			continue;
+		}
+		nmodel++;
+		int ncomb = starpu_perfmodel_get_narch_combs(), bad = 0, noisy = 0;
+		for (int comb = 0; comb < ncomb; comb++) {
+			struct starpu_perfmodel_arch *a = starpu_perfmodel_arch_comb_fetch(comb);
+			for (unsigned impl = 0; impl < STARPU_MAXIMPLEMENTATIONS; impl++) {
+				struct starpu_perfmodel_per_arch *pa =
+					starpu_perfmodel_get_model_per_arch(&model, a, impl);
+				if (pa == NULL)
+					continue;
+				starpu_perfmodel_get_arch_name(a, arch, sizeof arch, impl);
+				for (struct starpu_perfmodel_history_list *l = pa->list; l != NULL;
+				     l = l->next) {
+					const struct starpu_perfmodel_history_entry *e = l->entry;
+					double nn = e->nsample, mean = nn > 0 ? e->sum / nn : 0.0;
+					double var = nn > 0 ? e->sum2 / nn - mean * mean : 0.0;
+					double rel = mean > 0 ? sqrt(var > 0 ? var : 0) / mean : 0.0;
+					const char *flag = e->nsample < 10 ? "uncalibrated: fewer than 10 samples"
+							   : rel > 0.25  ? "noisy: spread above 25 %"
+									 : "";
+					bad |= e->nsample < 10;
+					noisy |= e->nsample >= 10 && rel > 0.25;
+					fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %%  %s\n",
+						symbols[i], arch, e->footprint, e->nsample, mean / 1e3,
+						100 * rel, flag);
+					rows++;
+				}
+			}
+		}
+		if (rows == 0) {
+			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s  %s\n", symbols[i], "-", "-", "0", "-",
+				"-", "uncalibrated: the model holds no measurement");
+			bad = 1;
+		}
+		nuncal += bad != 0;
+		nnoisy += noisy != 0;
+		starpu_perfmodel_unload_model(&model);
+	}
+	fprintf(out, "# %zu codelet(s): %zu with a model, %zu uncalibrated, %zu noisy; calibrate with "
+		"`starpipe run GRAPH --calibrate 1` on representative inputs\n",
+		n, nmodel, nuncal, nnoisy);
+	return 0;
 }

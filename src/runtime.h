@@ -3,6 +3,7 @@
 #define SP_RUNTIME_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "error.h"
 
@@ -91,5 +92,15 @@ int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents
 char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
 /* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
 double sp_runtime_t0_wall(void);
+
+/* Prints the history-based performance models of `symbols` from the folder
+ * dir (NULL or "": the default one; StarPU makes its empty sub-folders
+ * there, no model is written): per symbol and
+ * worker type, each footprint's samples, mean and relative spread, flagging
+ * a model with fewer than 10 samples as uncalibrated and one with a
+ * relative spread above 25 % as noisy; then a summary line.  Needs no
+ * starpu_init().  Returns 0, or SP_EIO with err set when dir is unusable. */
+int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FILE *out,
+		      sp_err_t *err);
 
 #endif /* SP_RUNTIME_H */

@@ -117,6 +117,8 @@ typedef struct sp_stage_kind {
 	size_t noutputs;
 	size_t params_size; /* sizeof the typed parameters; 0: none */
 	unsigned impl; /* SP_IMPL_* bits compiled into this build */
+	const char *codelets; /* its codelets' perf-model symbols, space-separated
+			       * (`starpipe models`); "" when it runs none */
 	const char *tile; /* what the graph's `tile:` counts, and its default;
 			   * NULL: the kind does not tile */
 	sp_stage_run_fn run;

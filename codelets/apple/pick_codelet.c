@@ -805,9 +805,10 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 /* A stage kind of this file: one input port, one output; `...` adds
  * initialisers (preprocess's parameters: the sizes derive from them all
  * together, as ASPIRE's configuration). */
-#define APPLE_KIND(var, name_, help_, run_, in_, out_, impl_, ...) \
+#define APPLE_KIND(var, name_, help_, run_, in_, out_, impl_, codelets_, ...) \
 	const sp_stage_kind_t var = {                               \
 		.name = name_,                                      \
+		.codelets = codelets_,                              \
 		.help = help_,                                      \
 		SP_KIND_INPUTS(in_),                                \
 		SP_KIND_OUTPUTS(out_),                              \
@@ -818,22 +819,22 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 
 APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
 	   "APPLE: margins, crop, bin x2, low-pass; window moments; reference spectra",
-	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, SP_KIND_PARAMS(preprocess_params),
+	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, "apple_prepare", SP_KIND_PARAMS(preprocess_params),
 	   .params_size = sizeof(struct preprocess_params));
 APPLE_KIND(sp_apple_score_kind, "apple.score",
 	   "APPLE: FFT cross-correlation scores of every query window (tiles of windows)",
-	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA,
+	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA, "apple_score",
 	   .tile = "tasks over ranges of query windows; default 4 per worker");
 APPLE_KIND(sp_apple_train_kind, "apple.train",
 	   "APPLE: score map, training set and SVM (libsvm; CPU only: 0.4 % of the time, doc/apple.md)",
-	   train_run, scores_port, classifier_port, SP_IMPL_CPU);
+	   train_run, scores_port, classifier_port, SP_IMPL_CPU, "apple_train");
 APPLE_KIND(sp_apple_classify_kind, "apple.classify",
 	   "APPLE: SVM classification of every window (tiles of rows); retrains if uniform",
-	   classify_run, classifier_port, seg_port, SP_IMPL_CPU_CUDA,
+	   classify_run, classifier_port, seg_port, SP_IMPL_CPU_CUDA, "apple_classify apple_train",
 	   .tile = "tasks over ranges of window rows; default 4 per worker");
 APPLE_KIND(sp_apple_morphology_kind, "apple.morphology",
 	   "APPLE: hole filling, erosions and the component size filter",
-	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA);
+	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA, "apple_morph");
 APPLE_KIND(sp_apple_pick_kind, "apple.pick",
 	   "APPLE: particle centres, overlap removal, original coordinates (CPU only: 0.7 % of the time, doc/apple.md)",
-	   pick_run, mask_port, picks_port, SP_IMPL_CPU);
+	   pick_run, mask_port, picks_port, SP_IMPL_CPU, "apple_pick");

@@ -105,6 +105,7 @@ const sp_stage_kind_t sp_apple_read_kind = {
 	SP_KIND_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "apple_read",
 	.run = read_run,
 	.estimate = read_estimate,
 };

@@ -105,5 +105,6 @@ const sp_stage_kind_t sp_apple_write_kind = {
 	.params_size = sizeof(struct write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "apple_write",
 	.run = write_run,
 };

@@ -246,11 +246,14 @@ static void stitch_cpu(void *buffers[], void *cl_arg)
 		       (size_t)b->nwave_grid * sizeof *dst);
 }
 
-/* Patch and decorrelate tasks of a chunk: fibres and patches. */
+/* Patch and decorrelate tasks of a chunk: what their cost follows, the
+ * unknowns of a patch (fibres x padded wavelengths) and the patches. */
 static uint32_t chunk_footprint(struct starpu_task *task)
 {
 	const struct desi_task_arg *a = task->cl_arg;
-	return (uint32_t)(a->ch->batch.p.nfib * 1000 + a->ch->batch.np);
+	uint32_t h = starpu_hash_crc32c_be((uint32_t)a->ch->batch.p.nfib, 0);
+	h = starpu_hash_crc32c_be((uint32_t)a->ch->batch.p.nwave, h);
+	return starpu_hash_crc32c_be((uint32_t)a->ch->batch.np, h);
 }
 
 SP_CODELET(spots_cl, "desi_spots", spots_cpu, SP_CUDA(spots_cuda), NULL, NULL, 4, STARPU_R, STARPU_W,
@@ -827,6 +830,7 @@ const sp_stage_kind_t sp_desi_spots_kind = {
 	SP_KIND_INPUTS(spots_inputs),
 	SP_KIND_OUTPUTS(spots_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
+	.codelets = "desi_spots",
 	.run = spots_run,
 	.run_tile = spots_tile,
 };
@@ -839,6 +843,7 @@ const sp_stage_kind_t sp_desi_patch_kind = {
 	SP_KIND_INPUTS(patch_inputs),
 	SP_KIND_OUTPUTS(patch_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
+	.codelets = "desi_patch",
 	.tile = "patches per task; default 8, a whole subbundle when the run has GPUs",
 	.run = patch_run,
 	.run_tile = patch_tile,
@@ -852,6 +857,7 @@ const sp_stage_kind_t sp_desi_decorrelate_kind = {
 	SP_KIND_INPUTS(decorrelate_inputs),
 	SP_KIND_OUTPUTS(decorrelate_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
+	.codelets = "desi_decorrelate",
 	.run = decorrelate_run,
 	.run_tile = decorrelate_tile,
 };
@@ -862,6 +868,7 @@ const sp_stage_kind_t sp_desi_stitch_kind = {
 	SP_KIND_INPUTS(stitch_inputs),
 	SP_KIND_OUTPUTS(stitch_outputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "desi_stitch",
 	.run = stitch_run,
 	.run_tile = stitch_tile,
 };

@@ -46,6 +46,7 @@ const sp_stage_kind_t sp_desi_psf_kind = {
 	SP_KIND_PARAMS(psf_params),
 	SP_KIND_OUTPUTS(psf_outputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "",
 	.run = psf_run,
 };
 
@@ -162,6 +163,7 @@ const sp_stage_kind_t sp_desi_image_kind = {
 	SP_KIND_PARAMS(image_params),
 	SP_KIND_OUTPUTS(image_outputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "desi_read_image",
 	.run = image_run,
 	.estimate = image_estimate,
 };

@@ -112,9 +112,11 @@ static void add_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-SP_CODELET(matvec_cl, "jsync_matvec", matvec_cpu, SP_CUDA(matvec_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
+SP_CODELET(matvec_cl, "jsync_matvec", matvec_cpu, SP_CUDA(matvec_cuda), jsync_chunk_footprint,
+	   jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
-SP_CODELET(fused_cl, "jsync_matvec_fused", fused_cpu, SP_CUDA(fused_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
+SP_CODELET(fused_cl, "jsync_matvec_fused", fused_cpu, SP_CUDA(fused_cuda), jsync_chunk_footprint,
+	   jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
 SP_CODELET(zero_cl, "jsync_zero", zero_cpu, SP_CUDA(zero_cuda), NULL, NULL, 1, STARPU_W);
 
@@ -358,6 +360,7 @@ const sp_stage_kind_t sp_jsync_power_kind = {
 	SP_KIND_INPUTS(power_inputs),
 	SP_KIND_OUTPUTS(power_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
+	.codelets = "jsync_matvec jsync_matvec_fused jsync_zero jsync_add",
 	.run = power_run,
 	.estimate = power_estimate,
 };

@@ -146,6 +146,7 @@ const sp_stage_kind_t sp_jsync_read_kind = {
 	SP_KIND_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "jsync_read",
 	.run = read_run,
 	.estimate = read_estimate,
 };

@@ -45,7 +45,8 @@ static void best_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-SP_CODELET(best_cl, "jsync_best", best_cpu, SP_CUDA(best_cuda), jsync_chunk_footprint, jsync_chunk_size_base, 2, STARPU_R, STARPU_W);
+SP_CODELET(best_cl, "jsync_best", best_cpu, SP_CUDA(best_cuda), jsync_chunk_footprint,
+	   jsync_chunk_size_base, 2, STARPU_R, STARPU_W);
 
 static void triplets_free(sp_value_t *v)
 {
@@ -183,6 +184,7 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	SP_KIND_INPUTS(triplets_inputs),
 	SP_KIND_OUTPUTS(triplets_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
+	.codelets = "jsync_best",
 	.run = triplets_run,
 	.estimate = triplets_estimate,
 };

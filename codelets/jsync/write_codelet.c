@@ -143,5 +143,6 @@ const sp_stage_kind_t sp_jsync_write_kind = {
 	SP_KIND_PARAMS(write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
+	.codelets = "jsync_write",
 	.run = write_run,
 };
