@@ -19,6 +19,7 @@
 #include "run.h"
 #include "runtime.h"
 #include "stage.h"
+#include "tune.h"
 
 /* Exit statuses (documented in starpipe.1; tests/cli.test checks them). */
 enum {
@@ -43,6 +44,9 @@ static const char usage_text[] =
 	"  validate GRAPH  check a graph file; print every problem as file:line:col\n"
 	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
 	"  list            print every stage kind, its parameters and implementations\n"
+	"  tune GRAPH [ITEM...] --out DIR [--sched LIST] [--ncpus LIST] [--vary NAME=LIST]\n"
+	"                  run GRAPH under every configuration of a sweep, repeated;\n"
+	"                  write results.csv, summary.txt and plots (starpipe tune --help)\n"
 	"  models [GRAPH]  print the performance models of every codelet (of GRAPH's\n"
 	"                  stages): samples, mean and spread per footprint and worker\n"
 	"                  type; flags the uncalibrated and the noisy ones\n"
@@ -69,6 +73,10 @@ static const char usage_text[] =
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
 	"      --shard I/K          run only the items whose index is I modulo K (0 <= I < K):\n"
 	"                           one part of a batch, e.g. one Slurm array task\n"
+	"      --tile STAGE=N       the stage's tile: (tasks it splits into), as in the graph\n"
+	"      --figures FILE       write the run's figures as NAME<TAB>VALUE lines: makespan,\n"
+	"                           per-worker busy/idle, lower bounds (starpipe tune reads it)\n"
+	"      --tasks FILE         write one line per task: worker, stage, kernel, start, end\n"
 	"      --memory-limit SIZE  refuse an item estimated to need more (default: the\n"
 	"                           machine's memory, or its cgroup's limit)\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
@@ -95,6 +103,9 @@ enum {
 	OPT_JOURNAL,
 	OPT_MEMLIMIT,
 	OPT_SHARD,
+	OPT_TILE,
+	OPT_FIGURES,
+	OPT_TASKS,
 };
 
 struct cli {
@@ -102,7 +113,9 @@ struct cli {
 	sp_var_t vars[128];
 	size_t nvars;
 	const char *rt[6]; /* overrides of sp_runtime_params, by index */
-	const char *report, *trace, *journal;
+	const char *report, *trace, *journal, *figures, *tasks;
+	const char *tiles[32]; /* --tile STAGE=N */
+	size_t ntiles;
 	int skip_existing;
 	unsigned long long memory_limit;
 	long shard_i, shard_k; /* --shard I/K; K = 0: all items */
@@ -179,6 +192,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "journal", required_argument, NULL, OPT_JOURNAL },
 		{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
 		{ "shard", required_argument, NULL, OPT_SHARD },
+		{ "tile", required_argument, NULL, OPT_TILE },
+		{ "figures", required_argument, NULL, OPT_FIGURES },
+		{ "tasks", required_argument, NULL, OPT_TASKS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -221,6 +237,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 						   optarg);
 			break;
 		case OPT_SKIP: c->skip_existing = 1; break;
+		case OPT_TILE:
+			if (strchr(optarg, '=') == NULL || *optarg == '=')
+				return usage_error("--tile expects STAGE=N, got '%s'", optarg);
+			if (c->ntiles == sizeof c->tiles / sizeof c->tiles[0])
+				return usage_error("%s", "too many --tile options");
+			c->tiles[c->ntiles++] = optarg;
+			break;
+		case OPT_FIGURES: c->figures = optarg; break;
+		case OPT_TASKS: c->tasks = optarg; break;
 		case OPT_JOURNAL: c->journal = optarg; break;
 		case OPT_SHARD: {
 			char *slash;
@@ -478,6 +503,31 @@ static int exit_for_signal(int sig)
 	return sig == SIGINT || sig == SIGTERM ? 128 + sig : EXIT_INTERRUPTED;
 }
 
+/* --tile STAGE=N: a stage's `tile:` from the command line (starpipe tune varies it). */
+static int apply_tiles(const struct cli *c, sp_graph_t *g)
+{
+	for (size_t i = 0; i < c->ntiles; i++) {
+		const char *eq = strchr(c->tiles[i], '=');
+		size_t nlen = (size_t)(eq - c->tiles[i]);
+		sp_gstage_t *st = NULL;
+		for (size_t k = 0; k < g->nstages && st == NULL; k++)
+			if (strlen(g->stages[k].name) == nlen &&
+			    strncmp(g->stages[k].name, c->tiles[i], nlen) == 0)
+				st = &g->stages[k];
+		char *end;
+		long n = strtol(eq + 1, &end, 10);
+		if (st == NULL)
+			return usage_error("--tile %s: the graph has no such stage", c->tiles[i]);
+		if (st->kind->tile == NULL)
+			return usage_error("--tile %s: the stage's kind runs as one task per item "
+					   "(starpipe list shows the kinds that tile)", c->tiles[i]);
+		if (eq[1] == '\0' || *end != '\0' || n < 0 || n > 100000000)
+			return usage_error("--tile %s: expects an integer in [0, 100000000]", c->tiles[i]);
+		st->tile = (int)n;
+	}
+	return 0;
+}
+
 static int cmd_run(struct cli *c, sp_graph_t *g)
 {
 	char **items = NULL;
@@ -560,7 +610,8 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
 	conf.progress = !c->quiet && rank0; /* MPI: rank 0's progress only */
 	conf.progress_period = c->progress_every;
-	conf.trace = c->trace != NULL;
+	conf.trace = c->trace != NULL || c->tasks != NULL;
+	conf.bound = c->figures != NULL;
 	ro.trace = c->trace != NULL;
 	conf.cpu_first = conf.cpu_count = 0;
 	int lrank, lsize;
@@ -639,6 +690,16 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		if (status == 0)
 			status = EXIT_ITEMS_FAILED;
 	}
+	if (c->figures != NULL && rank0 && sp_runtime_write_figures(c->figures, res.nfailed, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		if (status == 0)
+			status = EXIT_ITEMS_FAILED;
+	}
+	if (c->tasks != NULL && rank0 && sp_runtime_write_tasks(c->tasks, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		if (status == 0)
+			status = EXIT_ITEMS_FAILED;
+	}
 	sp_run_result_free(&res);
 	sp_runtime_shutdown();
 out:
@@ -654,6 +715,16 @@ int main(int argc, char **argv)
 	sp_graph_t *g = NULL;
 	sp_diag_t d;
 	sp_err_t cerr = { 0 };
+	if (argc > 1 && strcmp(argv[1], "tune") == 0) {
+		/* the sweep starts runs as children and never StarPU nor MPI itself */
+		char exe[4096];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0)
+			snprintf(exe, sizeof exe, "%s", argv[0]);
+		else
+			exe[n] = '\0';
+		return sp_tune_main(argc - 1, argv + 1, exe);
+	}
 	/* MPI first (when mpirun or srun started us), before any thread */
 	if (sp_cluster_init(&argc, &argv, &cerr) != 0) {
 		fprintf(stderr, "starpipe: %s\n", cerr.msg);
@@ -689,7 +760,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	sp_diag_free(&d);
-	if (strcmp(c.cmd, "dot") == 0)
+	if ((r = apply_tiles(&c, g)) != 0)
+		;
+	else if (strcmp(c.cmd, "dot") == 0)
 		sp_graph_dot(g, stdout);
 	else if (strcmp(c.cmd, "run") == 0)
 		r = cmd_run(&c, g);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "bound.h"
 #include "fsutil.h"
 #include "item.h"
 #include "json.h"
@@ -159,6 +160,7 @@ void sp__task_done_cb(void *arg)
 		worker = task->profiling_info->workerid;
 	}
 	sp__runtime_task_done(ctx->stage, ctx->kernel, worker, t0, t1);
+	sp_bound_task(task, worker, t1 - t0);
 }
 
 int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err)

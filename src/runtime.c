@@ -20,6 +20,7 @@
 
 #include <starpu.h>
 
+#include "bound.h"
 #include "fsutil.h"
 #ifdef SP_HAVE_CUDA
 #include "cuda_handles.h"
@@ -56,7 +57,8 @@ static struct {
 	size_t nk;
 	double worker_busy_us[STARPU_NMAXWORKERS];
 	unsigned long long worker_ntasks[STARPU_NMAXWORKERS];
-	int trace;
+	int trace, bound;
+	double first_start_us, last_end_us; /* the makespan's ends; first_start 0: no task */
 	struct sp__trace_rec *rec;
 	size_t nrec, caprec;
 	atomic_ullong submitted, done;
@@ -309,6 +311,10 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		rt.t0_wall = (double)w.tv_sec + 1e-9 * (double)w.tv_nsec;
 	}
 	rt.trace = c->trace;
+	rt.bound = c->bound;
+	rt.first_start_us = rt.last_end_us = 0;
+	if (rt.bound)
+		sp_bound_begin();
 	rt.progress = c->progress;
 	rt.progress_period = c->progress_period;
 	atomic_store(&rt.stop_progress, 0);
@@ -358,6 +364,10 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 		rt.k[i].ntasks[cuda]++;
 		rt.k[i].busy_us[cuda] += dur;
 	}
+	if (start_us > 0 && (rt.first_start_us == 0 || start_us < rt.first_start_us))
+		rt.first_start_us = start_us;
+	if (end_us > rt.last_end_us)
+		rt.last_end_us = end_us;
 	if (workerid >= 0 && workerid < STARPU_NMAXWORKERS) {
 		rt.worker_busy_us[workerid] += dur;
 		rt.worker_ntasks[workerid]++;
@@ -458,6 +468,7 @@ void sp_runtime_shutdown(void)
 		return;
 	starpu_task_wait_for_all();
 	stop_progress();
+	sp_bound_end();
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();
 #endif
@@ -678,6 +689,127 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_end_object(j);
 	int ret = sp_json_write_file(j, path, err);
 	sp_json_free(&j);
+	return ret;
+}
+
+/* "cpu0", "cuda1": the worker's type and rank among the workers of its type. */
+static void short_name(int w, char *buf, size_t len)
+{
+	int k = 0;
+	for (int v = 0; v < w; v++)
+		k += starpu_worker_get_type(v) == starpu_worker_get_type(w);
+	snprintf(buf, len, "%s%d", starpu_worker_get_type(w) == STARPU_CUDA_WORKER ? "cuda" : "cpu", k);
+}
+
+/* Seconds worker w's memory node spent receiving or sending data, estimated
+ * from the bytes each bus moved and StarPU's sampled bus bandwidth, shared
+ * between the workers of that node.  0 for CPU workers (main memory). */
+static double transfer_s(int w)
+{
+	unsigned node = starpu_worker_get_memory_node((unsigned)w);
+	if (starpu_node_get_kind(node) == STARPU_CPU_RAM)
+		return 0;
+	double s = 0;
+	for (int b = 0; b < starpu_bus_get_count(); b++) {
+		struct starpu_profiling_bus_info info;
+		int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
+		if (((unsigned)src != node && (unsigned)dst != node) ||
+		    starpu_bus_get_profiling_info(b, &info) != 0)
+			continue;
+		double mbps = starpu_transfer_bandwidth((unsigned)src, (unsigned)dst);
+		if (mbps > 0)
+			s += (double)info.transferred_bytes / (mbps * 1e6);
+	}
+	unsigned share = 0;
+	for (unsigned v = 0; v < starpu_worker_get_count(); v++)
+		share += starpu_worker_get_memory_node(v) == node;
+	return share ? s / share : s;
+}
+
+int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
+{
+	char *text = NULL, name[32];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	double wall = now_s() - rt.t0;
+	pthread_mutex_lock(&rt.lock);
+	double makespan = rt.first_start_us > 0 ? (rt.last_end_us - rt.first_start_us) * 1e-6 : 0;
+	fprintf(f, "scheduler\t%s\ncpu_workers\t%u\ncuda_workers\t%u\n", rt.sched,
+		sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers());
+	fprintf(f, "items\t%zu\nfailed_items\t%zu\ntasks\t%llu\n", atomic_load(&rt.items_done),
+		failed, (unsigned long long)atomic_load(&rt.done));
+	fprintf(f, "wall_s\t%.6f\nmakespan_s\t%.6f\n", wall, makespan);
+	/* tasks per stage per worker type, stages in order of first completion */
+	for (size_t i = 0; i < rt.nk; i++) {
+		size_t first = i;
+		for (size_t k = 0; k < i; k++)
+			if (rt.k[k].stage == rt.k[i].stage)
+				first = k;
+		if (first != i)
+			continue;
+		unsigned long long n[2] = { 0, 0 };
+		for (size_t k = i; k < rt.nk; k++)
+			if (rt.k[k].stage == rt.k[i].stage)
+				n[0] += rt.k[k].ntasks[0], n[1] += rt.k[k].ntasks[1];
+		fprintf(f, "tasks:%s:cpu\t%llu\ntasks:%s:cuda\t%llu\n", rt.k[i].stage, n[0],
+			rt.k[i].stage, n[1]);
+	}
+	for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
+		double busy = makespan > 0 ? rt.worker_busy_us[w] * 1e-6 / makespan : 0;
+		double xfer = makespan > 0 ? transfer_s((int)w) / makespan : 0;
+		if (busy > 1)
+			busy = 1;
+		if (xfer > 1 - busy)
+			xfer = 1 - busy;
+		short_name((int)w, name, sizeof name);
+		fprintf(f, "busy:%s\t%.4f\ntransfer:%s\t%.4f\nidle:%s\t%.4f\n", name, busy, name, xfer,
+			name, 1 - busy - xfer);
+	}
+	pthread_mutex_unlock(&rt.lock);
+	fprintf(f, "bytes_moved\t%llu\n", bytes_moved(NULL));
+	sp_bound_t b;
+	if (rt.bound && sp_bound_compute(&b) == 0) {
+		double lb = fmax(b.area_s, b.path_s);
+		fprintf(f, "bound_area_s\t%.6f\nbound_path_s\t%.6f\nbound_s\t%.6f\nbound_binds\t%s\n",
+			b.area_s, b.path_s, lb, b.area_s >= b.path_s ? "area" : "path");
+		fprintf(f, "makespan_over_bound\t%.4f\n", lb > 0 ? makespan / lb : NAN);
+		fprintf(f, "bound_tasks\t%zu\nbound_measured_tasks\t%zu\nbound_dependencies\t%zu\n",
+			b.ntasks, b.nmeasured, b.nedges);
+	}
+	if (fclose(f) != 0) {
+		free(text);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
+	int ret = sp_write_file_atomic(path, text, len, err);
+	free(text);
+	return ret;
+}
+
+int sp_runtime_write_tasks(const char *path, sp_err_t *err)
+{
+	char *text = NULL, name[32];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	pthread_mutex_lock(&rt.lock);
+	for (size_t i = 0; i < rt.nrec; i++) {
+		const struct sp__trace_rec *r = &rt.rec[i];
+		if (r->worker < 0)
+			continue;
+		short_name(r->worker, name, sizeof name);
+		fprintf(f, "%s\t%s\t%s\t%.6f\t%.6f\n", name, r->stage, r->kernel,
+			(r->start_us - rt.first_start_us) * 1e-6, (r->end_us - rt.first_start_us) * 1e-6);
+	}
+	pthread_mutex_unlock(&rt.lock);
+	if (fclose(f) != 0) {
+		free(text);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
+	int ret = sp_write_file_atomic(path, text, len, err);
+	free(text);
 	return ret;
 }
 

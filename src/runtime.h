@@ -26,6 +26,7 @@ typedef struct sp_runtime_conf {
 	int progress;              /* 0 off, 1 on stderr */
 	double progress_period;    /* seconds between lines; 0: 0.5 on a terminal, 10 otherwise */
 	int trace;                 /* record per-task records for a trace */
+	int bound;                 /* record tasks and dependencies for the lower bounds */
 	int cpu_first, cpu_count;  /* cpu_count > 0: CPU workers bound to cores cpu_first ..
 				    * cpu_first + cpu_count - 1 (MPI ranks sharing a node),
 				    * and ncpus -1 means cpu_count */
@@ -81,6 +82,17 @@ char *sp_runtime_stage_lines(void);
 
 /* Prints the human-readable report to stderr. */
 void sp_runtime_print_report(const char *pipeline);
+
+/* Writes the run's figures for starpipe tune, one "NAME<TAB>VALUE" line
+ * each (the names are in doc/tuning.md): configuration, makespan (first
+ * task start to last task end), tasks per stage per worker type, busy /
+ * transfer / idle fraction per worker, bytes moved, and the lower bounds
+ * when the session records them (conf.bound).  failed: the failed items.
+ * Atomic (temporary name, rename).  Returns 0 or SP_EIO. */
+int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err);
+/* Writes one line per task: "WORKER<TAB>STAGE<TAB>KERNEL<TAB>START_S<TAB>END_S",
+ * seconds since the first task started (needs conf.trace).  Atomic. */
+int sp_runtime_write_tasks(const char *path, sp_err_t *err);
 
 /* Writes the per-task timeline in Chrome trace-event format. */
 int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents, sp_err_t *err);

@@ -1,0 +1,989 @@
+/* starpipe tune: runs a graph under every configuration of a sweep and compares them (tune.h). */
+#define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fsutil.h"
+#include "tune.h"
+
+enum { TUNE_OK = 0, TUNE_FAILED = 1, TUNE_USAGE = 2 };
+
+static const char tune_usage[] =
+	"Usage: starpipe tune GRAPH [ITEM...] [RUN OPTIONS] --out DIR [SWEEP OPTIONS]\n"
+	"\n"
+	"Runs GRAPH once per configuration of the sweep and repeat (each run a\n"
+	"`starpipe run` in its own process), then writes DIR/results.csv (one row per\n"
+	"run), DIR/summary.txt (configurations ranked by median makespan, the best as\n"
+	"a runtime: section) and DIR/plots/ (gnuplot PNG and SVG: makespan per\n"
+	"configuration, per-worker busy/idle of the best and worst, their Gantt charts).\n"
+	"\n"
+	"Sweep options (comma-separated lists; each defaults to the graph's own value):\n"
+	"  --sched LIST        StarPU schedulers, e.g. eager,lws,dmda,dmdas\n"
+	"  --ncpus LIST        CPU worker counts, e.g. 1,2\n"
+	"  --ncuda LIST        CUDA GPU counts\n"
+	"  --vary NAME=LIST    one more dimension (repeatable): STAGE.tile (the stage's\n"
+	"                      tile:), inflight, workers-per-gpu, or a pipeline variable\n"
+	"                      (as --set NAME=VALUE)\n"
+	"  --repeat N          runs per configuration (default 3)\n"
+	"  --out DIR           where the results go (required; created)\n"
+	"Every other option and the ITEMs are given to each run as they are (--set,\n"
+	"--input, --output, --perfmodel-dir, --calibrate, --inflight...).  Calibrate\n"
+	"the performance models first (starpipe run --calibrate 1): the lower bound\n"
+	"and dmda's choices use them.\n";
+
+/* Options of `run` that take a value, so their value is not taken for the graph. */
+static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output",
+	"--workers-per-gpu", "--perfmodel-dir", "--calibrate", "--inflight", "--progress-every",
+	"--journal", "--shard", "--memory-limit", "--tile" };
+/* Options of `run` that tune sets itself for every run. */
+static const char *const owned[] = { "--report", "--trace", "--figures", "--tasks",
+	"--skip-existing", "-q", "--quiet", "-v", "--verbose" };
+
+typedef enum { DIM_SCHED, DIM_NCPUS, DIM_NCUDA, DIM_TILE, DIM_INFLIGHT, DIM_WPG, DIM_VAR } dimkind_t;
+
+typedef struct dim {
+	dimkind_t kind;
+	char *name;   /* CSV column: sched, ncpus, ncuda, STAGE.tile, inflight, ... */
+	char *stage;  /* DIM_TILE: the stage */
+	char **vals;
+	size_t n;
+} dim_t;
+
+typedef struct kv {
+	char *k, *v;
+} kv_t;
+
+typedef struct row {
+	size_t cfg;      /* configuration index */
+	int rep;         /* 1-based */
+	const char *status; /* "ok", "failed" (exit status), "crashed" (signal) */
+	int code;        /* exit status or signal number */
+	double wall;     /* seconds the child ran */
+	kv_t *f;         /* its figures */
+	size_t nf;
+} row_t;
+
+typedef struct tune {
+	const char *exe, *graph, *out;
+	char **fwd; /* forwarded arguments */
+	size_t nfwd;
+	dim_t dims[16];
+	size_t ndims;
+	long repeat;
+	size_t ncfg;
+	row_t *rows;
+	size_t nrows;
+	char **cols;
+	size_t ncols;
+} tune_t;
+
+static int tune_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "starpipe tune: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'starpipe tune --help'.\n");
+	return TUNE_USAGE;
+}
+
+static int in_list(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(list[i]);
+		if (strncmp(s, list[i], l) == 0 && (s[l] == '\0' || (s[l] == '=' && list[i][1] == '-')))
+			return 1;
+	}
+	return 0;
+}
+
+/* Splits "a,b,c" into a dimension's values; an empty value is refused. */
+static int add_dim(tune_t *t, dimkind_t kind, const char *name, const char *list)
+{
+	if (t->ndims == sizeof t->dims / sizeof t->dims[0])
+		return tune_error("%s", "too many sweep dimensions");
+	for (size_t i = 0; i < t->ndims; i++)
+		if (strcmp(t->dims[i].name, name) == 0)
+			return tune_error("'%s' is swept twice", name);
+	dim_t *d = &t->dims[t->ndims];
+	char *copy = strdup(list), *save = NULL;
+	*d = (dim_t){ .kind = kind, .name = strdup(name) };
+	if (copy == NULL || d->name == NULL)
+		return tune_error("%s", "out of memory");
+	for (const char *p = list; *p; p++)
+		if (*p == ',' && (p == list || p[1] == '\0' || p[1] == ','))
+			return tune_error("empty value in '%s'", list);
+	for (char *v = strtok_r(copy, ",", &save); v != NULL; v = strtok_r(NULL, ",", &save)) {
+		char **nv = realloc(d->vals, (d->n + 1) * sizeof *nv);
+		if (nv == NULL || (nv[d->n] = strdup(v)) == NULL)
+			return tune_error("%s", "out of memory");
+		d->vals = nv;
+		d->n++;
+	}
+	free(copy);
+	if (d->n == 0)
+		return tune_error("no value in '%s'", list);
+	if (kind == DIM_TILE) {
+		d->stage = strndup(name, strlen(name) - strlen(".tile"));
+		if (d->stage == NULL || d->stage[0] == '\0')
+			return tune_error("--vary %s: expects STAGE.tile", name);
+	}
+	t->ndims++;
+	return 0;
+}
+
+static int add_vary(tune_t *t, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	if (eq == NULL || eq == spec || eq[1] == '\0')
+		return tune_error("--vary expects NAME=V1,V2,..., got '%s'", spec);
+	char name[128];
+	size_t len = (size_t)(eq - spec);
+	if (len >= sizeof name)
+		return tune_error("--vary: name too long in '%s'", spec);
+	memcpy(name, spec, len);
+	name[len] = '\0';
+	dimkind_t kind = DIM_VAR;
+	if (len > 5 && strcmp(name + len - 5, ".tile") == 0)
+		kind = DIM_TILE;
+	else if (strcmp(name, "inflight") == 0)
+		kind = DIM_INFLIGHT;
+	else if (strcmp(name, "workers-per-gpu") == 0)
+		kind = DIM_WPG;
+	else if (strchr(name, '.') != NULL)
+		return tune_error("--vary %s: of a stage only STAGE.tile can vary (set parameters "
+				  "through pipeline variables)", name);
+	return add_dim(t, kind, name, eq + 1);
+}
+
+static int parse(tune_t *t, int argc, char **argv)
+{
+	t->repeat = 3;
+	t->fwd = calloc((size_t)argc + 1, sizeof *t->fwd);
+	if (t->fwd == NULL)
+		return tune_error("%s", "out of memory");
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = NULL;
+		static const char *const mine[] = { "--sched", "--ncpus", "--ncuda", "--vary",
+						    "--repeat", "--out" };
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			fputs(tune_usage, stdout);
+			exit(0);
+		}
+		size_t m;
+		for (m = 0; m < sizeof mine / sizeof mine[0]; m++) {
+			size_t l = strlen(mine[m]);
+			if (strncmp(a, mine[m], l) == 0 && (a[l] == '\0' || a[l] == '='))
+				break;
+		}
+		if (m < sizeof mine / sizeof mine[0]) {
+			const char *eq = strchr(a, '=');
+			if (eq != NULL)
+				val = eq + 1;
+			else if (i + 1 < argc)
+				val = argv[++i];
+			else
+				return tune_error("%s expects a value", a);
+			int r = 0;
+			switch (m) {
+			case 0: r = add_dim(t, DIM_SCHED, "sched", val); break;
+			case 1: r = add_dim(t, DIM_NCPUS, "ncpus", val); break;
+			case 2: r = add_dim(t, DIM_NCUDA, "ncuda", val); break;
+			case 3: r = add_vary(t, val); break;
+			case 4: {
+				char *end;
+				t->repeat = strtol(val, &end, 10);
+				if (*val == '\0' || *end != '\0' || t->repeat < 1 || t->repeat > 1000)
+					return tune_error("--repeat expects an integer in [1, 1000], got '%s'", val);
+				break;
+			}
+			case 5: t->out = val; break;
+			}
+			if (r != 0)
+				return r;
+			continue;
+		}
+		if (in_list(a, owned, sizeof owned / sizeof owned[0]))
+			return tune_error("%s: tune sets it for every run (see DIR/runs/)", a);
+		t->fwd[t->nfwd++] = argv[i];
+		if (a[0] == '-' && strchr(a, '=') == NULL &&
+		    in_list(a, valued, sizeof valued / sizeof valued[0]) && i + 1 < argc)
+			t->fwd[t->nfwd++] = argv[++i];
+		else if (a[0] != '-' && t->graph == NULL)
+			t->graph = a;
+	}
+	if (t->graph == NULL)
+		return tune_error("%s", "missing graph file");
+	if (t->out == NULL)
+		return tune_error("%s", "--out DIR is required");
+	t->ncfg = 1;
+	for (size_t d = 0; d < t->ndims; d++)
+		t->ncfg *= t->dims[d].n;
+	if (t->ncfg * (size_t)t->repeat > 100000)
+		return tune_error("%s", "more than 100000 runs: narrow the sweep");
+	return 0;
+}
+
+/* The value of dimension d in configuration c (mixed radix, first dimension slowest). */
+static const char *dim_val(const tune_t *t, size_t c, size_t d)
+{
+	size_t stride = 1;
+	for (size_t e = d + 1; e < t->ndims; e++)
+		stride *= t->dims[e].n;
+	return t->dims[d].vals[(c / stride) % t->dims[d].n];
+}
+
+static void cfg_label(const tune_t *t, size_t c, char *buf, size_t len)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t d = 0; d < t->ndims && o < len; d++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%s=%s", d ? " " : "", t->dims[d].name,
+				      dim_val(t, c, d));
+	if (t->ndims == 0)
+		snprintf(buf, len, "graph's runtime");
+}
+
+static const char *fig(const row_t *r, const char *key)
+{
+	for (size_t i = 0; i < r->nf; i++)
+		if (strcmp(r->f[i].k, key) == 0)
+			return r->f[i].v;
+	return NULL;
+}
+
+static double fig_num(const row_t *r, const char *key)
+{
+	const char *v = fig(r, key);
+	return v != NULL ? strtod(v, NULL) : NAN;
+}
+
+static void add_col(tune_t *t, const char *name)
+{
+	for (size_t i = 0; i < t->ncols; i++)
+		if (strcmp(t->cols[i], name) == 0)
+			return;
+	char **c = realloc(t->cols, (t->ncols + 1) * sizeof *c);
+	if (c == NULL || (c[t->ncols] = strdup(name)) == NULL)
+		return;
+	t->cols = c;
+	t->ncols++;
+}
+
+/* Reads a child's NAME<TAB>VALUE figures; a missing file leaves none. */
+static void read_figures(const char *path, row_t *r, tune_t *t)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	if (f == NULL)
+		return;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[n - 1] = '\0';
+		char *tab = strchr(line, '\t');
+		if (tab == NULL)
+			continue;
+		*tab = '\0';
+		kv_t *nf = realloc(r->f, (r->nf + 1) * sizeof *nf);
+		if (nf == NULL)
+			break;
+		r->f = nf;
+		r->f[r->nf].k = strdup(line);
+		r->f[r->nf].v = strdup(tab + 1);
+		if (r->f[r->nf].k == NULL || r->f[r->nf].v == NULL)
+			break;
+		add_col(t, line);
+		r->nf++;
+	}
+	free(line);
+	fclose(f);
+}
+
+static void csv_field(FILE *f, const char *s)
+{
+	if (s == NULL)
+		return;
+	if (strpbrk(s, ",\"\n") == NULL) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* Writes DIR/results.csv atomically. */
+static int write_csv(const tune_t *t)
+{
+	char *text = NULL, path[4096], label[512], num[64];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	sp_err_t err = { 0 };
+	if (f == NULL)
+		return -1;
+	fputs("run,config", f);
+	for (size_t d = 0; d < t->ndims; d++)
+		fprintf(f, ","), csv_field(f, t->dims[d].name);
+	fputs(",repeat,status,exit,child_wall_s", f);
+	for (size_t c = 0; c < t->ncols; c++)
+		fputc(',', f), csv_field(f, t->cols[c]);
+	fputc('\n', f);
+	for (size_t i = 0; i < t->nrows; i++) {
+		const row_t *r = &t->rows[i];
+		cfg_label(t, r->cfg, label, sizeof label);
+		fprintf(f, "%zu,", i + 1);
+		csv_field(f, label);
+		for (size_t d = 0; d < t->ndims; d++)
+			fputc(',', f), csv_field(f, dim_val(t, r->cfg, d));
+		snprintf(num, sizeof num, "%.3f", r->wall);
+		fprintf(f, ",%d,%s,%d,%s", r->rep, r->status, r->code, num);
+		for (size_t c = 0; c < t->ncols; c++)
+			fputc(',', f), csv_field(f, fig(r, t->cols[c]));
+		fputc('\n', f);
+	}
+	if (fclose(f) != 0) {
+		free(text);
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/results.csv", t->out);
+	int rc = sp_write_file_atomic(path, text, len, &err);
+	if (rc != 0)
+		fprintf(stderr, "starpipe tune: %s\n", err.msg);
+	free(text);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_dur(char *buf, size_t len, double s)
+{
+	if (s < 60)
+		snprintf(buf, len, "%.0f s", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+	else
+		snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+}
+
+/* Runs configuration c's repeat rep as a child; fills row r. */
+static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
+{
+	char base[4096], figs[4200], tasks[4200], report[4200], logp[4200];
+	char *argv[256], opt[16][512];
+	size_t n = 0, no = 0;
+
+	snprintf(base, sizeof base, "%s/runs/%04zu", t->out, k + 1);
+	snprintf(figs, sizeof figs, "%s.fig", base);
+	snprintf(tasks, sizeof tasks, "%s.tasks", base);
+	snprintf(report, sizeof report, "%s.json", base);
+	snprintf(logp, sizeof logp, "%s.log", base);
+	unlink(figs);
+	argv[n++] = (char *)t->exe;
+	argv[n++] = "run";
+	for (size_t i = 0; i < t->nfwd && n < 200; i++)
+		argv[n++] = t->fwd[i];
+	for (size_t d = 0; d < t->ndims; d++) {
+		const dim_t *dm = &t->dims[d];
+		const char *v = dim_val(t, c, d);
+		switch (dm->kind) {
+		case DIM_SCHED: argv[n++] = "--sched"; argv[n++] = (char *)v; break;
+		case DIM_NCPUS: argv[n++] = "--ncpus"; argv[n++] = (char *)v; break;
+		case DIM_NCUDA: argv[n++] = "--ncuda"; argv[n++] = (char *)v; break;
+		case DIM_INFLIGHT: argv[n++] = "--inflight"; argv[n++] = (char *)v; break;
+		case DIM_WPG: argv[n++] = "--workers-per-gpu"; argv[n++] = (char *)v; break;
+		case DIM_TILE:
+			snprintf(opt[no], sizeof opt[no], "%s=%s", dm->stage, v);
+			argv[n++] = "--tile";
+			argv[n++] = opt[no++];
+			break;
+		case DIM_VAR:
+			snprintf(opt[no], sizeof opt[no], "%s=%s", dm->name, v);
+			argv[n++] = "--set";
+			argv[n++] = opt[no++];
+			break;
+		}
+	}
+	argv[n++] = "--figures";
+	argv[n++] = figs;
+	argv[n++] = "--tasks";
+	argv[n++] = tasks;
+	argv[n++] = "--report";
+	argv[n++] = report;
+	argv[n++] = "-q";
+	argv[n] = NULL;
+
+	*r = (row_t){ .cfg = c, .rep = rep, .status = "crashed", .code = -1 };
+	double t0 = now_s();
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(t->exe, argv);
+		fprintf(stderr, "starpipe tune: cannot run %s: %s\n", t->exe, strerror(errno));
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0) {
+		fprintf(stderr, "starpipe tune: fork: %s\n", strerror(errno));
+		return;
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	r->wall = now_s() - t0;
+	if (WIFEXITED(st)) {
+		r->code = WEXITSTATUS(st);
+		r->status = r->code == 0 ? "ok" : "failed";
+	} else if (WIFSIGNALED(st)) {
+		r->code = WTERMSIG(st);
+		r->status = "crashed";
+	}
+	read_figures(figs, r, t);
+}
+
+/* Why a child failed: the first line of its log that is neither StarPU's
+ * ("[starpu]...") nor the indented excerpt under a graph diagnostic. */
+static void why_failed(const char *out, size_t k, char *buf, size_t len)
+{
+	char path[4200], *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	snprintf(path, sizeof path, "%s/runs/%04zu.log", out, k + 1);
+	buf[0] = '\0';
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (n > 0 && line[0] != '[' && line[0] != ' ' && line[0] != '\t') {
+			snprintf(buf, len, "%s", line);
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+}
+
+typedef struct cstat {
+	size_t cfg, nok, nrun;
+	double med, min, max, bound;
+	const char *binds;
+	size_t best_row, worst_row; /* its median run's row, for the plots */
+} cstat_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static int cmp_cstat(const void *a, const void *b)
+{
+	const cstat_t *x = a, *y = b;
+	if (x->nok == 0 || y->nok == 0)
+		return (x->nok == 0) - (y->nok == 0);
+	return (x->med > y->med) - (x->med < y->med);
+}
+
+/* Per-configuration statistics over its successful runs, ranked by median makespan. */
+static cstat_t *config_stats(const tune_t *t)
+{
+	cstat_t *s = calloc(t->ncfg, sizeof *s);
+	double *m = malloc(((size_t)t->repeat + 1) * sizeof *m);
+	if (s == NULL || m == NULL) {
+		free(s);
+		free(m);
+		return NULL;
+	}
+	for (size_t c = 0; c < t->ncfg; c++) {
+		s[c] = (cstat_t){ .cfg = c, .med = NAN, .min = NAN, .max = NAN, .bound = NAN };
+		for (size_t i = 0; i < t->nrows; i++) {
+			const row_t *r = &t->rows[i];
+			if (r->cfg != c)
+				continue;
+			s[c].nrun++;
+			double x = fig_num(r, "makespan_s");
+			if (strcmp(r->status, "ok") != 0 || !isfinite(x))
+				continue;
+			m[s[c].nok++] = x;
+		}
+		if (s[c].nok == 0)
+			continue;
+		qsort(m, s[c].nok, sizeof *m, cmp_double);
+		s[c].med = s[c].nok % 2 ? m[s[c].nok / 2] : 0.5 * (m[s[c].nok / 2 - 1] + m[s[c].nok / 2]);
+		s[c].min = m[0];
+		s[c].max = m[s[c].nok - 1];
+		/* the run closest to the median stands for the configuration */
+		double bestd = INFINITY;
+		for (size_t i = 0; i < t->nrows; i++) {
+			const row_t *r = &t->rows[i];
+			double x = fig_num(r, "makespan_s");
+			if (r->cfg == c && strcmp(r->status, "ok") == 0 && fabs(x - s[c].med) < bestd) {
+				bestd = fabs(x - s[c].med);
+				s[c].best_row = i;
+			}
+		}
+		s[c].bound = fig_num(&t->rows[s[c].best_row], "bound_s");
+		s[c].binds = fig(&t->rows[s[c].best_row], "bound_binds");
+	}
+	free(m);
+	qsort(s, t->ncfg, sizeof *s, cmp_cstat);
+	return s;
+}
+
+static size_t nranked(const tune_t *t, const cstat_t *s)
+{
+	size_t n = 0;
+	while (n < t->ncfg && s[n].nok > 0)
+		n++;
+	return n;
+}
+
+static void write_summary(const tune_t *t, const cstat_t *s, FILE *f)
+{
+	char label[512];
+	size_t nr = nranked(t, s);
+	size_t nok = 0, nmeasured = 0;
+	for (size_t i = 0; i < t->nrows; i++) {
+		nok += strcmp(t->rows[i].status, "ok") == 0;
+		nmeasured += fig_num(&t->rows[i], "bound_measured_tasks") > 0;
+	}
+	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok\n\n",
+		t->graph, t->ncfg, t->repeat, nok, t->nrows);
+	fprintf(f, "Ranked by median makespan (first task start to last task end), seconds:\n\n");
+	fprintf(f, "%4s  %-40s %5s %9s %19s %9s %7s %s\n", "rank", "configuration", "runs", "median",
+		"min-max", "bound", "/bound", "binds");
+	for (size_t i = 0; i < t->ncfg; i++) {
+		cfg_label(t, s[i].cfg, label, sizeof label);
+		if (s[i].nok == 0) {
+			fprintf(f, "%4s  %-40s %2zu/%-2zu all failed\n", "-", label, s[i].nok, s[i].nrun);
+			continue;
+		}
+		char mm[64];
+		snprintf(mm, sizeof mm, "%.3f-%.3f", s[i].min, s[i].max);
+		fprintf(f, "%4zu  %-40s %2zu/%-2zu %9.3f %19s %9.3f %7.2f %s\n", i + 1, label, s[i].nok,
+			s[i].nrun, s[i].med, mm, s[i].bound, s[i].med / s[i].bound,
+			s[i].binds ? s[i].binds : "-");
+	}
+	fprintf(f, "\nbound: the larger of the area bound (every task on its fastest worker type,\n"
+		   "work spread perfectly) and the critical path (the longest chain of dependent\n"
+		   "tasks), from the performance models; 'binds' says which is larger.\n");
+	if (nmeasured > 0)
+		fprintf(f, "warning: in %zu run(s) some tasks had no calibrated model and were timed by\n"
+			   "their measured duration: calibrate first (starpipe run --calibrate 1).\n",
+			nmeasured);
+	for (size_t i = 0; i < t->nrows; i++)
+		if (strcmp(t->rows[i].status, "ok") != 0) {
+			char why[512];
+			why_failed(t->out, i, why, sizeof why);
+			cfg_label(t, t->rows[i].cfg, label, sizeof label);
+			fprintf(f, "run %zu (%s, repeat %d) %s (%s %d): %s\n", i + 1, label, t->rows[i].rep,
+				t->rows[i].status, strcmp(t->rows[i].status, "crashed") ? "exit" : "signal",
+				t->rows[i].code, why[0] ? why : "no message");
+		}
+	if (nr == 0) {
+		fprintf(f, "\nNo configuration ran: see the runs' logs in %s/runs/.\n", t->out);
+		return;
+	}
+	const row_t *b = &t->rows[s[0].best_row];
+	cfg_label(t, s[0].cfg, label, sizeof label);
+	fprintf(f, "\nBest: %s (median %.3f s", label, s[0].med);
+	if (nr > 1)
+		fprintf(f, ", %.2fx faster than the worst, %.3f s", s[nr - 1].med / s[0].med,
+			s[nr - 1].med);
+	fprintf(f, ").  For the graph file:\n\nruntime:\n");
+	fprintf(f, "  scheduler: %s\n", fig(b, "scheduler") ? fig(b, "scheduler") : "auto");
+	for (size_t d = 0; d < t->ndims; d++) {
+		const char *v = dim_val(t, s[0].cfg, d);
+		if (t->dims[d].kind == DIM_NCPUS)
+			fprintf(f, "  ncpus: %s\n", v);
+		else if (t->dims[d].kind == DIM_NCUDA)
+			fprintf(f, "  ncuda: %s\n", v);
+		else if (t->dims[d].kind == DIM_WPG)
+			fprintf(f, "  workers_per_gpu: %s\n", v);
+	}
+	for (size_t d = 0; d < t->ndims; d++) {
+		const char *v = dim_val(t, s[0].cfg, d);
+		if (t->dims[d].kind == DIM_TILE)
+			fprintf(f, "# and in stages: %s: tile: %s\n", t->dims[d].stage, v);
+		else if (t->dims[d].kind == DIM_VAR)
+			fprintf(f, "# and in params: %s: %s\n", t->dims[d].name, v);
+		else if (t->dims[d].kind == DIM_INFLIGHT)
+			fprintf(f, "# and run with --inflight %s\n", v);
+	}
+}
+
+/* Writes a file under DIR/plots; returns 0 or -1 (with a message). */
+static FILE *plot_file(const tune_t *t, const char *name, char *path, size_t len)
+{
+	snprintf(path, len, "%s/plots/%s", t->out, name);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		fprintf(stderr, "starpipe tune: %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+/* gnuplot's terminal lines for the script's two outputs, PNG then SVG. */
+static void plot_outputs(FILE *g, const char *stem, const char *plot)
+{
+	fprintf(g, "set terminal pngcairo size 1200,700 font 'sans,10'\nset output '%s.png'\n%s\n",
+		stem, plot);
+	fprintf(g, "set terminal svg size 1200,700 font 'sans,10' background '#ffffff'\n"
+		   "set output '%s.svg'\n%s\n",
+		stem, plot);
+}
+
+/* Text inside a single-quoted gnuplot string. */
+static void gp_escape(FILE *g, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', g);
+		fputc(*s, g);
+	}
+}
+
+static int plot_makespan(const tune_t *t, const cstat_t *s, size_t nr)
+{
+	char path[4200], label[512];
+	FILE *d = plot_file(t, "makespan.dat", path, sizeof path);
+	if (d == NULL)
+		return -1;
+	fprintf(d, "# rank median min max bound label\n");
+	for (size_t i = 0; i < nr; i++) {
+		cfg_label(t, s[i].cfg, label, sizeof label);
+		fprintf(d, "%zu %.6f %.6f %.6f %.6f \"%s\"\n", i + 1, s[i].med, s[i].min, s[i].max,
+			s[i].bound, label);
+	}
+	fclose(d);
+	FILE *g = plot_file(t, "makespan.gp", path, sizeof path);
+	if (g == NULL)
+		return -1;
+	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
+	fprintf(g, "set title '");
+	gp_escape(g, t->graph);
+	fprintf(g, ": makespan per configuration (%ld repeat(s); bar: median, whiskers: min-max)' noenhanced\n",
+		t->repeat);
+	fprintf(g, "set ylabel 'makespan (s)'\nset xlabel 'configuration, fastest first'\n"
+		   "set yrange [0:*]\nset xrange [0.3:%zu.7]\nset grid ytics\n"
+		   "set xtics rotate by 30 right noenhanced\nset key top left\n"
+		   "set style fill solid 0.35\nset boxwidth 0.6\nset bmargin 10\n",
+		nr);
+	plot_outputs(g, "makespan",
+		     "plot 'makespan.dat' using 1:2:xtic(6) with boxes lc rgb '#4477aa' title 'median makespan', \\\n"
+		     "     '' using 1:2:3:4 with yerrorbars lc rgb '#222222' pt -1 title 'min-max', \\\n"
+		     "     '' using 1:5 with points pt 9 ps 1.5 lc rgb '#cc3311' title 'lower bound (models)'");
+	fclose(g);
+	return 0;
+}
+
+/* Worker names of a run, in the order of its figures (cpu0, cpu1, cuda0...). */
+static size_t worker_names(const row_t *r, const char **w, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nf && n < max; i++)
+		if (strncmp(r->f[i].k, "busy:", 5) == 0)
+			w[n++] = r->f[i].k + 5;
+	return n;
+}
+
+static int plot_workers(const tune_t *t, const cstat_t *s, size_t nr)
+{
+	char path[4200], label[512], key[80];
+	FILE *d = plot_file(t, "workers.dat", path, sizeof path);
+	if (d == NULL)
+		return -1;
+	fprintf(d, "# label busy transfer idle (fractions of the makespan)\n");
+	size_t pick[2] = { 0, nr - 1 };
+	for (int b = 0; b < (nr > 1 ? 2 : 1); b++) {
+		const row_t *r = &t->rows[s[pick[b]].best_row];
+		const char *w[512];
+		size_t nw = worker_names(r, w, 512);
+		cfg_label(t, s[pick[b]].cfg, label, sizeof label);
+		for (size_t i = 0; i < nw; i++) {
+			double x[3];
+			const char *what[3] = { "busy", "transfer", "idle" };
+			for (int k = 0; k < 3; k++) {
+				snprintf(key, sizeof key, "%s:%s", what[k], w[i]);
+				x[k] = fig_num(r, key);
+			}
+			fprintf(d, "\"%s: %s\" %.4f %.4f %.4f\n", b == 0 ? "best" : "worst", w[i], x[0],
+				x[1], x[2]);
+		}
+		fprintf(d, "# %s: %s\n", b == 0 ? "best" : "worst", label);
+	}
+	fclose(d);
+	FILE *g = plot_file(t, "workers.gp", path, sizeof path);
+	if (g == NULL)
+		return -1;
+	char best[512], worst[512];
+	cfg_label(t, s[0].cfg, best, sizeof best);
+	cfg_label(t, s[nr - 1].cfg, worst, sizeof worst);
+	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
+	fprintf(g, "set title 'per-worker time, median run of the best (");
+	gp_escape(g, best);
+	fprintf(g, ") and of the worst (");
+	gp_escape(g, worst);
+	fprintf(g, ")' noenhanced\n");
+	fprintf(g, "set ylabel 'fraction of the makespan'\nset yrange [0:1.05]\nset grid ytics\n"
+		   "set style data histograms\nset style histogram rowstacked\n"
+		   "set style fill solid 0.8 border -1\nset boxwidth 0.7\n"
+		   "set key outside right top\nset xtics rotate by 30 right noenhanced\n");
+	plot_outputs(g, "workers",
+		     "plot 'workers.dat' using 2:xtic(1) lc rgb '#228833' title 'busy (tasks)', \\\n"
+		     "     '' using 3 lc rgb '#ccbb44' title 'transfers (estimated)', \\\n"
+		     "     '' using 4 lc rgb '#bbbbbb' title 'idle'");
+	fclose(g);
+	return 0;
+}
+
+/* A Gantt chart of one run from its task file: a row per worker, a colour per stage. */
+static int plot_gantt(const tune_t *t, const char *stem, const char *what, size_t row,
+		      const char *label)
+{
+	char src[4200], path[4200], *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	snprintf(src, sizeof src, "%s/runs/%04zu.tasks", t->out, row + 1);
+	FILE *in = fopen(src, "r");
+	if (in == NULL)
+		return -1;
+	char *stages[64], *workers[512];
+	size_t ns = 0, nw = 0;
+	/* two passes over the file: the stage and worker names, then the boxes */
+	char dat[256];
+	snprintf(dat, sizeof dat, "%s.dat", stem);
+	FILE *d = plot_file(t, dat, path, sizeof path);
+	if (d == NULL) {
+		fclose(in);
+		return -1;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		rewind(in);
+		for (size_t st = 0; st < (pass ? ns : 1); st++) {
+			if (pass)
+				fprintf(d, "# stage %s\n", stages[st]);
+			rewind(in);
+			while ((n = getline(&line, &cap, in)) > 0) {
+				char *f[5], *save = NULL;
+				int k = 0;
+				for (char *p = strtok_r(line, "\t\n", &save); p && k < 5;
+				     p = strtok_r(NULL, "\t\n", &save))
+					f[k++] = p;
+				if (k < 5)
+					continue;
+				size_t si, wi;
+				for (si = 0; si < ns && strcmp(stages[si], f[1]) != 0; si++)
+					;
+				for (wi = 0; wi < nw && strcmp(workers[wi], f[0]) != 0; wi++)
+					;
+				if (!pass) {
+					if (si == ns && ns < 64)
+						stages[ns++] = strdup(f[1]);
+					if (wi == nw && nw < 512)
+						workers[nw++] = strdup(f[0]);
+				} else if (si == st && wi < nw) {
+					fprintf(d, "%s %s %zu\n", f[3], f[4], wi);
+				}
+			}
+			if (pass)
+				fprintf(d, "\n\n");
+		}
+	}
+	free(line);
+	fclose(in);
+	fclose(d);
+	char gpn[256];
+	snprintf(gpn, sizeof gpn, "%s.gp", stem);
+	FILE *g = plot_file(t, gpn, path, sizeof path);
+	if (g == NULL)
+		return -1;
+	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
+	fprintf(g, "set title '%s run: ", what);
+	gp_escape(g, label);
+	fprintf(g, "' noenhanced\nset xlabel 'time since the first task started (s)'\n"
+		   "set ylabel 'worker'\nset yrange [-0.6:%zu.6]\nset ytics (", nw ? nw - 1 : 0);
+	for (size_t i = 0; i < nw; i++)
+		fprintf(g, "%s'%s' %zu", i ? ", " : "", workers[i], i);
+	fprintf(g, ")\nset grid xtics\nset key outside right top noenhanced\n"
+		   "set style fill solid 0.85 border -1\nstages = \"");
+	for (size_t i = 0; i < ns; i++)
+		fprintf(g, "%s%s", i ? " " : "", stages[i]);
+	fprintf(g, "\"\n");
+	char plot[512];
+	snprintf(plot, sizeof plot,
+		 "plot for [i=0:%zu] '%s' index i using 1:3:1:2:($3-0.38):($3+0.38) "
+		 "with boxxyerror lc i+1 title word(stages, i+1)",
+		 ns ? ns - 1 : 0, dat);
+	plot_outputs(g, stem, plot);
+	fclose(g);
+	for (size_t i = 0; i < ns; i++)
+		free(stages[i]);
+	for (size_t i = 0; i < nw; i++)
+		free(workers[i]);
+	return 0;
+}
+
+/* Runs gnuplot on one script in DIR/plots; 0 when it worked. */
+static int gnuplot(const tune_t *t, const char *script)
+{
+	char dir[4200];
+	snprintf(dir, sizeof dir, "%s/plots", t->out);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (chdir(dir) != 0)
+			_exit(127);
+		execlp("gnuplot", "gnuplot", script, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0)
+		return -1;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : WIFEXITED(st) && WEXITSTATUS(st) == 127 ? 127 : -1;
+}
+
+static int plots(const tune_t *t, const cstat_t *s)
+{
+	size_t nr = nranked(t, s);
+	char label[512];
+	if (nr == 0)
+		return 0;
+	int bad = 0;
+	bad |= plot_makespan(t, s, nr) != 0;
+	bad |= plot_workers(t, s, nr) != 0;
+	cfg_label(t, s[0].cfg, label, sizeof label);
+	char full[640];
+	snprintf(full, sizeof full, "%s (makespan %.3f s)", label,
+		 fig_num(&t->rows[s[0].best_row], "makespan_s"));
+	bad |= plot_gantt(t, "gantt-best", "best", s[0].best_row, full) != 0;
+	cfg_label(t, s[nr - 1].cfg, label, sizeof label);
+	snprintf(full, sizeof full, "%s (makespan %.3f s)", label,
+		 fig_num(&t->rows[s[nr - 1].best_row], "makespan_s"));
+	bad |= plot_gantt(t, "gantt-worst", "worst", s[nr - 1].best_row, full) != 0;
+	if (bad)
+		return -1;
+	static const char *const scripts[] = { "makespan.gp", "workers.gp", "gantt-best.gp",
+					       "gantt-worst.gp" };
+	for (size_t i = 0; i < 4; i++) {
+		int r = gnuplot(t, scripts[i]);
+		if (r == 127) {
+			fprintf(stderr, "starpipe tune: gnuplot not found: the plot data and scripts are in "
+				"%s/plots/, no images (install gnuplot-nox)\n", t->out);
+			return -1;
+		}
+		if (r != 0) {
+			fprintf(stderr, "starpipe tune: gnuplot failed on %s/plots/%s\n", t->out, scripts[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sp_tune_main(int argc, char **argv, const char *exe)
+{
+	tune_t t = { .exe = exe };
+	char path[4200], label[512], eta[32], took[32];
+	sp_err_t err = { 0 };
+	int r = parse(&t, argc, argv);
+	if (r != 0)
+		return r;
+	snprintf(path, sizeof path, "%s/runs", t.out);
+	if (sp_mkdirs(path, &err) != 0 ||
+	    (snprintf(path, sizeof path, "%s/plots", t.out), sp_mkdirs(path, &err)) != 0) {
+		fprintf(stderr, "starpipe tune: %s\n", err.msg);
+		return TUNE_USAGE;
+	}
+	size_t total = t.ncfg * (size_t)t.repeat;
+	t.rows = calloc(total, sizeof *t.rows);
+	if (t.rows == NULL) {
+		fprintf(stderr, "starpipe tune: out of memory\n");
+		return TUNE_FAILED;
+	}
+	fprintf(stderr, "starpipe tune: %zu configuration(s) x %ld repeat(s) = %zu run(s) of %s; "
+		"results in %s/\n", t.ncfg, t.repeat, total, t.graph, t.out);
+	double t0 = now_s();
+	int failed = 0;
+	for (long rep = 1; rep <= t.repeat; rep++) {
+		for (size_t c = 0; c < t.ncfg; c++) {
+			size_t k = t.nrows;
+			cfg_label(&t, c, label, sizeof label);
+			run_one(&t, k, c, (int)rep, &t.rows[k]);
+			t.nrows++;
+			row_t *rw = &t.rows[k];
+			double left = (now_s() - t0) / (double)t.nrows * (double)(total - t.nrows);
+			fmt_dur(eta, sizeof eta, left);
+			snprintf(took, sizeof took, "%.2f s", fig_num(rw, "makespan_s"));
+			fprintf(stderr, "[tune] %zu/%zu %s (repeat %ld): %s%s; about %s left\n", k + 1,
+				total, label, rep, strcmp(rw->status, "ok") == 0 ? "makespan " : rw->status,
+				strcmp(rw->status, "ok") == 0 ? took : "", eta);
+			if (strcmp(rw->status, "ok") != 0) {
+				char why[512];
+				failed = 1;
+				why_failed(t.out, k, why, sizeof why);
+				fprintf(stderr, "[tune]   %s (%s/runs/%04zu.log)\n", why[0] ? why : "no message",
+					t.out, k + 1);
+				/* a usage error is the same for every run: stop at once */
+				if (k == 0 && strcmp(rw->status, "failed") == 0 && rw->code == 2) {
+					write_csv(&t);
+					fprintf(stderr, "starpipe tune: the first run was refused; "
+						"nothing else was run\n");
+					return TUNE_USAGE;
+				}
+			}
+			write_csv(&t);
+		}
+	}
+	cstat_t *s = config_stats(&t);
+	if (s == NULL) {
+		fprintf(stderr, "starpipe tune: out of memory\n");
+		return TUNE_FAILED;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f != NULL) {
+		write_summary(&t, s, f);
+		fclose(f);
+		snprintf(path, sizeof path, "%s/summary.txt", t.out);
+		if (sp_write_file_atomic(path, text, len, &err) != 0) {
+			fprintf(stderr, "starpipe tune: %s\n", err.msg);
+			failed = 1;
+		}
+		fputs(text, stdout);
+		free(text);
+	}
+	if (plots(&t, s) != 0)
+		failed = 1;
+	else if (nranked(&t, s) > 0)
+		fprintf(stderr, "starpipe tune: plots in %s/plots/ (makespan, workers, gantt-best, "
+			"gantt-worst; .png and .svg)\n", t.out);
+	free(s);
+	return failed ? TUNE_FAILED : TUNE_OK;
+}

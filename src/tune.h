@@ -1,0 +1,21 @@
+/* starpipe tune: a sweep of runs over schedulers, worker counts and graph values. */
+#ifndef SP_TUNE_H
+#define SP_TUNE_H
+
+/*
+ * DESIGN: every configuration runs as `starpipe run` in a child process
+ * (its own StarPU session; a crash is one failed row, not a lost sweep).
+ * A child writes its figures (--figures: NAME<TAB>VALUE lines) and its task
+ * timeline (--tasks); the parent only reads those text files, so it needs no
+ * JSON parser and never starts StarPU itself.  Runs go repeat by repeat
+ * (every configuration once, then again), so a machine's slow minute
+ * spreads over all configurations instead of biasing one.  results.csv is
+ * rewritten (atomically) after every run: an interrupted sweep keeps its
+ * rows.
+ */
+
+/* argv[0] is "tune"; exe is this program (for the children).  Returns the
+ * exit status: 0 when every run worked, 1 when some failed, 2 bad usage. */
+int sp_tune_main(int argc, char **argv, const char *exe);
+
+#endif /* SP_TUNE_H */
