@@ -36,6 +36,52 @@
 
 #define SP__MAXKERNELS 64
 
+/* The code version of each pipeline's codelets, by symbol prefix (generated
+ * by the build: a checksum of codelets/PIPELINE/'s sources). */
+static const struct {
+	const char *prefix, *version;
+} code_versions[] = {
+#include "codelet_versions.h"
+};
+
+static const char *code_version(const char *symbol)
+{
+	for (size_t i = 0; i < sizeof code_versions / sizeof code_versions[0]; i++)
+		if (strncmp(symbol, code_versions[i].prefix, strlen(code_versions[i].prefix)) == 0)
+			return code_versions[i].version;
+	return "";
+}
+
+/* The versions file beside the models: "SYMBOL<TAB>VERSION" lines, the code
+ * version each model was started with.  At most SP__MAXKERNELS * 4 entries. */
+#define SP__VERSIONS "starpipe-codelets.tsv"
+struct sp__ver {
+	char sym[96], ver[32];
+};
+
+static size_t read_versions(const char *dir, struct sp__ver *v, size_t max)
+{
+	char path[4200], line[160];
+	size_t n = 0;
+	snprintf(path, sizeof path, "%s/%s", dir, SP__VERSIONS);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (n < max && fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "%95[^\t]\t%31s", v[n].sym, v[n].ver) == 2)
+			n++;
+	fclose(f);
+	return n;
+}
+
+static const char *recorded_version(const struct sp__ver *v, size_t n, const char *sym)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].sym, sym) == 0)
+			return v[i].ver;
+	return NULL;
+}
+
 struct sp__kstat {
 	const char *stage, *kernel; /* not owned: graph and codelet strings */
 	unsigned long long ntasks[2]; /* [0] CPU, [1] CUDA */
@@ -70,6 +116,8 @@ static struct {
 	pthread_mutex_t plock;
 	pthread_cond_t pcond;
 	char sched[64];
+	char pmdir[4096];   /* the performance models' folder */
+	int calibrate;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
 	long cores;
 } rt = { .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -226,6 +274,8 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	if ((ret = sp_mkdirs(dir, err)) != 0)
 		return ret; /* err names the folder */
 	setenv("STARPU_PERF_MODEL_DIR", dir, 1);
+	snprintf(rt.pmdir, sizeof rt.pmdir, "%s", dir);
+	rt.calibrate = c->calibrate;
 	snprintf(num, sizeof num, "%d", c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
 	setenv("STARPU_NWORKER_PER_CUDA", num, 1);
 	if (getenv("STARPU_SILENT") == NULL)
@@ -462,6 +512,39 @@ static void stop_progress(void)
 	rt.progress = 0;
 }
 
+/* Records the code version of each codelet that ran whose model has none
+ * yet, or was started afresh (--calibrate 2). */
+static void update_versions(void)
+{
+	struct sp__ver v[SP__MAXKERNELS * 4];
+	size_t n = read_versions(rt.pmdir, v, SP__MAXKERNELS * 3), n0 = n;
+	int changed = 0;
+	for (size_t i = 0; i < rt.nk; i++) {
+		const char *now = code_version(rt.k[i].kernel);
+		size_t j;
+		for (j = 0; j < n && strcmp(v[j].sym, rt.k[i].kernel) != 0; j++)
+			;
+		if (j == n && n < sizeof v / sizeof v[0]) {
+			snprintf(v[n].sym, sizeof v[n].sym, "%s", rt.k[i].kernel);
+			snprintf(v[n].ver, sizeof v[n].ver, "%s", now);
+			n++;
+		} else if (j < n && rt.calibrate == 2 && strcmp(v[j].ver, now) != 0) {
+			snprintf(v[j].ver, sizeof v[j].ver, "%s", now);
+			changed = 1;
+		}
+	}
+	if (n == n0 && !changed)
+		return;
+	char path[4200], text[sizeof v];
+	size_t len = 0;
+	for (size_t j = 0; j < n; j++)
+		len += (size_t)snprintf(text + len, sizeof text - len, "%s\t%s\n", v[j].sym, v[j].ver);
+	sp_err_t err = { 0 };
+	snprintf(path, sizeof path, "%s/%s", rt.pmdir, SP__VERSIONS);
+	if (sp_write_file_atomic(path, text, len, &err) != 0)
+		fprintf(stderr, "starpipe: warning: %s\n", err.msg);
+}
+
 void sp_runtime_shutdown(void)
 {
 	if (!rt.up)
@@ -469,6 +552,7 @@ void sp_runtime_shutdown(void)
 	starpu_task_wait_for_all();
 	stop_progress();
 	sp_bound_end();
+	update_versions();
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();
 #endif
@@ -901,7 +985,8 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 		      sp_err_t *err)
 {
 	char path[4096], msg[sizeof err->msg], arch[64];
-	size_t nmodel = 0, nuncal = 0, nnoisy = 0;
+	size_t nmodel = 0, nuncal = 0, nnoisy = 0, nstale = 0;
+	struct sp__ver ver[SP__MAXKERNELS * 4];
 
 	if (dir != NULL && dir[0] != '\0')
 		snprintf(path, sizeof path, "%s", dir);
@@ -913,6 +998,7 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
 	starpu_perfmodel_initialize();
+	size_t nver = read_versions(path, ver, sizeof ver / sizeof ver[0]);
 	fprintf(out, "# performance models in %s\n", path);
 	fprintf(out, "# %-18s %-18s %-10s %8s %12s %8s  %s\n", "codelet", "worker type", "footprint",
 		"samples", "mean", "spread", "flags");
@@ -931,6 +1017,8 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 			continue;
 		}
 		nmodel++;
+		const char *rec = recorded_version(ver, nver, symbols[i]);
+		int stale = rec != NULL && strcmp(rec, code_version(symbols[i])) != 0;
 		int ncomb = starpu_perfmodel_get_narch_combs(), bad = 0, noisy = 0;
 		for (int comb = 0; comb < ncomb; comb++) {
 			struct starpu_perfmodel_arch *a = starpu_perfmodel_arch_comb_fetch(comb);
@@ -946,9 +1034,11 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 					double nn = e->nsample, mean = nn > 0 ? e->sum / nn : 0.0;
 					double var = nn > 0 ? e->sum2 / nn - mean * mean : 0.0;
 					double rel = mean > 0 ? sqrt(var > 0 ? var : 0) / mean : 0.0;
-					const char *flag = e->nsample < 10 ? "uncalibrated: fewer than 10 samples"
-							   : rel > 0.25  ? "noisy: spread above 25 %"
-									 : "";
+					const char *flag =
+						stale ? "stale: calibrated on other code (rerun with --calibrate 2)"
+						: e->nsample < 10 ? "uncalibrated: fewer than 10 samples"
+						: rel > 0.25      ? "noisy: spread above 25 %"
+								  : "";
 					bad |= e->nsample < 10;
 					noisy |= e->nsample >= 10 && rel > 0.25;
 					fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %%  %s\n",
@@ -965,10 +1055,11 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 		}
 		nuncal += bad != 0;
 		nnoisy += noisy != 0;
+		nstale += stale;
 		starpu_perfmodel_unload_model(&model);
 	}
-	fprintf(out, "# %zu codelet(s): %zu with a model, %zu uncalibrated, %zu noisy; calibrate with "
-		"`starpipe run GRAPH --calibrate 1` on representative inputs\n",
-		n, nmodel, nuncal, nnoisy);
+	fprintf(out, "# %zu codelet(s): %zu with a model, %zu uncalibrated, %zu noisy, %zu stale; "
+		"calibrate with `starpipe run GRAPH --calibrate 1` on representative inputs\n",
+		n, nmodel, nuncal, nnoisy, nstale);
 	return 0;
 }
