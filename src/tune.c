@@ -90,6 +90,15 @@ typedef struct tune {
 	size_t ncols;
 } tune_t;
 
+/* SIGINT / SIGTERM: the running child gets it too (same process group) and
+ * stops; the sweep then writes its summary and plots over the runs done. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
 static int tune_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "starpipe tune: ");
@@ -452,8 +461,12 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 		fprintf(stderr, "starpipe tune: fork: %s\n", strerror(errno));
 		return;
 	}
+	int forwarded = 0;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
+		if (stop_signal && !forwarded) { /* a kill of tune alone stops its run too */
+			kill(pid, stop_signal);
+			forwarded = 1;
+		}
 	r->wall = now_s() - t0;
 	if (WIFEXITED(st)) {
 		r->code = WEXITSTATUS(st);
@@ -573,8 +586,9 @@ static void write_summary(const tune_t *t, const cstat_t *s, FILE *f)
 		nok += strcmp(t->rows[i].status, "ok") == 0;
 		nmeasured += fig_num(&t->rows[i], "bound_measured_tasks") > 0;
 	}
-	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok\n\n",
-		t->graph, t->ncfg, t->repeat, nok, t->nrows);
+	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok%s\n\n",
+		t->graph, t->ncfg, t->repeat, nok, t->nrows,
+		stop_signal ? " (interrupted: the sweep is incomplete)" : "");
 	fprintf(f, "Ranked by median makespan (first task start to last task end), seconds:\n\n");
 	fprintf(f, "%4s  %-40s %5s %9s %19s %9s %7s %s\n", "rank", "configuration", "runs", "median",
 		"min-max", "bound", "/bound", "binds");
@@ -930,13 +944,22 @@ int sp_tune_main(int argc, char **argv, const char *exe)
 		"results in %s/\n", t.ncfg, t.repeat, total, t.graph, t.out);
 	double t0 = now_s();
 	int failed = 0;
-	for (long rep = 1; rep <= t.repeat; rep++) {
-		for (size_t c = 0; c < t.ncfg; c++) {
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	for (long rep = 1; rep <= t.repeat && !stop_signal; rep++) {
+		for (size_t c = 0; c < t.ncfg && !stop_signal; c++) {
 			size_t k = t.nrows;
 			cfg_label(&t, c, label, sizeof label);
 			run_one(&t, k, c, (int)rep, &t.rows[k]);
 			t.nrows++;
 			row_t *rw = &t.rows[k];
+			if (stop_signal) {
+				/* the child was stopped mid-way: not a row of the sweep */
+				t.nrows--;
+				break;
+			}
 			double left = (now_s() - t0) / (double)t.nrows * (double)(total - t.nrows);
 			fmt_dur(eta, sizeof eta, left);
 			snprintf(took, sizeof took, "%.2f s", fig_num(rw, "makespan_s"));
@@ -985,5 +1008,10 @@ int sp_tune_main(int argc, char **argv, const char *exe)
 		fprintf(stderr, "starpipe tune: plots in %s/plots/ (makespan, workers, gantt-best, "
 			"gantt-worst; .png and .svg)\n", t.out);
 	free(s);
+	if (stop_signal) {
+		fprintf(stderr, "starpipe tune: interrupted by SIG%s after %zu of %zu run(s); the summary "
+			"and plots cover those\n", sigabbrev_np(stop_signal), t.nrows, total);
+		return 128 + stop_signal;
+	}
 	return failed ? TUNE_FAILED : TUNE_OK;
 }
