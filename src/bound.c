@@ -17,16 +17,16 @@
 #define sp__btask sp_bound_rec
 
 static struct {
-	pthread_mutex_t lock;
+	starpu_pthread_mutex_t lock;
 	int on;
 	struct sp__btask *task;
 	size_t n, cap, nmeasured;
 	int first[2]; /* a worker of each type, -1 if none */
-} bd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} bd = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER };
 
 void sp_bound_begin(void)
 {
-	pthread_mutex_lock(&bd.lock);
+	starpu_pthread_mutex_lock(&bd.lock);
 	bd.first[0] = bd.first[1] = -1;
 	for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
 		int k = starpu_worker_get_type((int)w) == STARPU_CUDA_WORKER;
@@ -37,7 +37,7 @@ void sp_bound_begin(void)
 	}
 	bd.n = bd.nmeasured = 0;
 	bd.on = 1;
-	pthread_mutex_unlock(&bd.lock);
+	starpu_pthread_mutex_unlock(&bd.lock);
 }
 
 void sp_bound_task(struct starpu_task *task, int worker, double duration_us)
@@ -71,7 +71,7 @@ void sp_bound_task(struct starpu_task *task, int worker, double duration_us)
 		b.t[ran] = duration_us * 1e-6;
 		measured = 1;
 	}
-	pthread_mutex_lock(&bd.lock);
+	starpu_pthread_mutex_lock(&bd.lock);
 	if (bd.n == bd.cap) {
 		size_t cap = bd.cap ? 2 * bd.cap : 4096;
 		struct sp__btask *t = realloc(bd.task, cap * sizeof *t);
@@ -84,7 +84,7 @@ void sp_bound_task(struct starpu_task *task, int worker, double duration_us)
 		bd.task[bd.n++] = b;
 		bd.nmeasured += (size_t)measured;
 	}
-	pthread_mutex_unlock(&bd.lock);
+	starpu_pthread_mutex_unlock(&bd.lock);
 }
 
 struct ratio {
@@ -348,13 +348,13 @@ double sp_bound_path(struct sp_bound_rec *t, size_t n, size_t *nedges)
 int sp_bound_compute(sp_bound_t *b)
 {
 	memset(b, 0, sizeof *b);
-	pthread_mutex_lock(&bd.lock);
+	starpu_pthread_mutex_lock(&bd.lock);
 	size_t n = bd.n;
 	struct sp__btask *t = n ? malloc(n * sizeof *t) : NULL;
 	if (t != NULL)
 		memcpy(t, bd.task, n * sizeof *t);
 	b->nmeasured = bd.nmeasured;
-	pthread_mutex_unlock(&bd.lock);
+	starpu_pthread_mutex_unlock(&bd.lock);
 	if (t == NULL)
 		return -1;
 	double *c = malloc(n * sizeof *c), *g = malloc(n * sizeof *g);
@@ -382,10 +382,10 @@ void sp_bound_end(void)
 {
 	if (!bd.on)
 		return;
-	pthread_mutex_lock(&bd.lock);
+	starpu_pthread_mutex_lock(&bd.lock);
 	bd.on = 0;
 	free(bd.task);
 	bd.task = NULL;
 	bd.n = bd.cap = bd.nmeasured = 0;
-	pthread_mutex_unlock(&bd.lock);
+	starpu_pthread_mutex_unlock(&bd.lock);
 }

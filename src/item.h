@@ -99,6 +99,11 @@ void sp_task_join(struct starpu_task **task);
  */
 #ifdef SP_HAVE_CUDA
 #define SP_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
+#elif defined(SP_SIMGRID)
+/* starpipe-sim: no codelet runs; a stand-in lets StarPU place the task on a
+ * simulated GPU, for the time its CUDA performance model gives. */
+void sp__sim_cuda_stub(void *buffers[], void *cl_arg);
+#define SP_CUDA(fn) .cuda_funcs = { sp__sim_cuda_stub },
 #else
 #define SP_CUDA(fn)
 #endif

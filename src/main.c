@@ -20,6 +20,9 @@
 #include "runtime.h"
 #include "stage.h"
 #include "tune.h"
+#ifdef SP_SIMGRID
+#include <starpu_simgrid_wrap.h> /* main becomes an actor of the simulation */
+#endif
 
 /* Exit statuses (documented in starpipe.1; tests/cli.test checks them). */
 enum {
@@ -600,8 +603,14 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		ro.shard_i = (size_t)c->shard_i;
 		ro.shard_k = (size_t)c->shard_k;
 	}
+#ifndef SP_SIMGRID /* a thread outside SimGrid's actors must not call StarPU there */
 	if (install_stop_signals() == 0 && pthread_create(&sig_thread, NULL, signal_main, NULL) == 0)
 		pthread_detach(sig_thread);
+#else
+	(void)sig_thread;
+	(void)install_stop_signals;
+	(void)signal_main;
+#endif
 	conf.scheduler = rt_value(c, g, rt_index("scheduler"));
 	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
 	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
@@ -609,6 +618,9 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.perfmodel_dir = rt_value(c, g, rt_index("perfmodel_dir"));
 	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
 	conf.progress = !c->quiet && rank0; /* MPI: rank 0's progress only */
+#ifdef SP_SIMGRID
+	conf.progress = 0; /* its timed waits are real time, not simulated */
+#endif
 	conf.progress_period = c->progress_every;
 	conf.trace = c->trace != NULL || c->tasks != NULL;
 	conf.bound = c->figures != NULL;

@@ -64,7 +64,7 @@ struct sp_item {
 	const char *path;
 	size_t index;
 	sp_status_t status;
-	pthread_mutex_t lock;
+	starpu_pthread_mutex_t lock;
 	struct sp_ctxnode *ctxs;
 	struct {
 		char key[48];
@@ -112,10 +112,10 @@ sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const c
 		n->ctx.where = STARPU_CPU;
 	else if (stage->where == SP_IMPL_CUDA)
 		n->ctx.where = STARPU_CUDA;
-	pthread_mutex_lock(&item->lock);
+	starpu_pthread_mutex_lock(&item->lock);
 	n->next = item->ctxs;
 	item->ctxs = n;
-	pthread_mutex_unlock(&item->lock);
+	starpu_pthread_mutex_unlock(&item->lock);
 	return &n->ctx;
 }
 
@@ -148,6 +148,15 @@ static double ts_us(const struct timespec *t)
 	return t->tv_sec * 1e6 + t->tv_nsec * 1e-3;
 }
 
+#ifdef SP_SIMGRID
+void sp__sim_cuda_stub(void *buffers[], void *cl_arg)
+{
+	(void)buffers;
+	(void)cl_arg;
+	abort(); /* SimGrid never calls a codelet's function */
+}
+#endif
+
 void sp__task_done_cb(void *arg)
 {
 	sp_taskctx_t *ctx = arg;
@@ -165,9 +174,9 @@ void sp__task_done_cb(void *arg)
 
 int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err)
 {
-	pthread_mutex_lock(&item->lock);
+	starpu_pthread_mutex_lock(&item->lock);
 	int rc = sp_outset_add(&item->out, path, tmp, err);
-	pthread_mutex_unlock(&item->lock);
+	starpu_pthread_mutex_unlock(&item->lock);
 	return rc;
 }
 
@@ -183,13 +192,13 @@ char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char 
 
 void sp_item_report_num(sp_item_t *item, const char *key, double value)
 {
-	pthread_mutex_lock(&item->lock);
+	starpu_pthread_mutex_lock(&item->lock);
 	if (item->nreport < SP__MAXREPORT) {
 		snprintf(item->report[item->nreport].key, sizeof item->report[0].key, "%s", key);
 		item->report[item->nreport].value = value;
 		item->nreport++;
 	}
-	pthread_mutex_unlock(&item->lock);
+	starpu_pthread_mutex_unlock(&item->lock);
 }
 
 unsigned sp_item_nworkers(void)
@@ -206,32 +215,32 @@ struct sp_batch {
 	sp_item_t *state; /* one per item, kept for the report */
 	atomic_size_t nok, nfailed, nskipped, ncancelled;
 	FILE *journal;
-	pthread_mutex_t journal_lock;
+	starpu_pthread_mutex_t journal_lock;
 	/* Batch-wide stages: those whose parameters and inputs do not depend
 	 * on the item (the DESI PSF).  The first item that reaches one runs it
 	 * for the batch, as a pseudo-item; every item borrows its values. */
 	unsigned char *batch_wide; /* [nstages] */
 	sp_item_t shared;          /* the pseudo-item; its status: the first failure */
-	pthread_mutex_t shared_lock;
+	starpu_pthread_mutex_t shared_lock;
 	unsigned char *shared_ran; /* [nstages] */
 	sp_value_t **shared_values; /* value_slot() layout */
 };
 
 /* The batch being run, for sp_run_interrupt(). */
-static pthread_mutex_t cur_lock = PTHREAD_MUTEX_INITIALIZER;
+static starpu_pthread_mutex_t cur_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
 static struct sp_batch *cur_batch;
 static atomic_int stop_signal;
 
 void sp_run_interrupt(int signo)
 {
 	atomic_store(&stop_signal, signo);
-	pthread_mutex_lock(&cur_lock);
+	starpu_pthread_mutex_lock(&cur_lock);
 	struct sp_batch *b = cur_batch;
 	for (size_t i = 0; b != NULL && i < b->nitems; i++)
 		if (atomic_load(&b->state[i].state) == IT_RUNNING)
 			sp_status_set(&b->state[i].status, SP_ECANCELED, "%s: interrupted by %s",
 				      b->state[i].path, sig_name(signo));
-	pthread_mutex_unlock(&cur_lock);
+	starpu_pthread_mutex_unlock(&cur_lock);
 }
 
 static double now_s(void)
@@ -278,11 +287,11 @@ static void journal_item(struct sp_batch *b, sp_item_t *it)
 		sp_json_kv_str(j, "message", it->status.err.msg);
 	sp_json_end_object(j);
 	if (sp_json_text(j) != NULL) {
-		pthread_mutex_lock(&b->journal_lock);
+		starpu_pthread_mutex_lock(&b->journal_lock);
 		fprintf(b->journal, "%s\n", sp_json_text(j));
 		fflush(b->journal);
 		fsync(fileno(b->journal));
-		pthread_mutex_unlock(&b->journal_lock);
+		starpu_pthread_mutex_unlock(&b->journal_lock);
 	}
 	sp_json_free(&j);
 }
@@ -320,7 +329,7 @@ static size_t slot_stage(const sp_graph_t *g, size_t v)
 static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, sp_item_t *item)
 {
 	const sp_gstage_t *st = &b->g->stages[s];
-	pthread_mutex_lock(&b->shared_lock);
+	starpu_pthread_mutex_lock(&b->shared_lock);
 	if (!b->shared_ran[s]) {
 		b->shared_ran[s] = 1;
 		b->shared.path = item->path; /* for messages only: nothing expands it */
@@ -332,7 +341,7 @@ static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, 
 		if (b->opts->verbose)
 			fprintf(stderr, "[starpipe] stage '%s' ran once for the batch\n", st->name);
 	}
-	pthread_mutex_unlock(&b->shared_lock);
+	starpu_pthread_mutex_unlock(&b->shared_lock);
 	if (sp_status_failed(&b->shared.status))
 		sp_status_set_err(&item->status, &b->shared.status.err);
 }
@@ -370,9 +379,9 @@ static void run_item(struct sp_batch *b, size_t idx)
 	size_t s;
 
 	double t0 = now_s();
-	pthread_mutex_lock(&cur_lock);
+	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, IT_RUNNING);
-	pthread_mutex_unlock(&cur_lock);
+	starpu_pthread_mutex_unlock(&cur_lock);
 	if (atomic_load(&stop_signal) != 0)
 		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
 			      sig_name(atomic_load(&stop_signal)));
@@ -419,19 +428,21 @@ static void run_item(struct sp_batch *b, size_t idx)
 report:
 	/* Every task of the item is done (freeing the values waited for them):
 	 * its outputs appear together, or not at all. */
+#ifndef SP_SIMGRID
 	if (!sp_status_failed(&item->status)) {
 		sp_err_t err = { 0 };
 		if (sp_outset_commit(&item->out, &err) != 0)
 			sp_status_set_err(&item->status, &err);
 	}
+#endif /* starpipe-sim: no codelet ran, so no output is kept */
 	sp_outset_free(&item->out);
 	item->seconds = now_s() - t0;
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;
-	pthread_mutex_lock(&cur_lock);
+	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, cancelled ? IT_CANCELLED
 				   : sp_status_failed(&item->status) ? IT_FAILED : IT_OK);
-	pthread_mutex_unlock(&cur_lock);
+	starpu_pthread_mutex_unlock(&cur_lock);
 	journal_item(b, item);
 	if (cancelled) {
 		atomic_fetch_add(&b->ncancelled, 1);
@@ -1021,8 +1032,8 @@ static void free_shared(struct sp_batch *b)
 	free(b->shared_ran);
 	free(b->batch_wide);
 	free_ctxs(&b->shared);
-	pthread_mutex_destroy(&b->shared.lock);
-	pthread_mutex_destroy(&b->shared_lock);
+	starpu_pthread_mutex_destroy(&b->shared.lock);
+	starpu_pthread_mutex_destroy(&b->shared_lock);
 }
 
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
@@ -1030,7 +1041,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 {
 	struct sp_batch b = { .g = g, .items = items, .nitems = nitems, .opts = opts };
 	size_t nthreads = opts->inflight ? opts->inflight : 1;
-	pthread_t th[64];
+	starpu_pthread_t th[64];
 	size_t started = 0;
 
 	memset(res, 0, sizeof *res);
@@ -1046,7 +1057,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		b.state[i].g = g;
 		b.state[i].path = items[i];
 		b.state[i].index = i;
-		pthread_mutex_init(&b.state[i].lock, NULL);
+		starpu_pthread_mutex_init(&b.state[i].lock, NULL);
 		if (rc == 0 && plan_outputs(g, items[i], i, &outs[i], &nouts[i]) != 0)
 			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	}
@@ -1073,8 +1084,8 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		sp_graph_batch_wide(g, b.batch_wide);
 	b.shared.g = g;
 	b.shared.path = "";
-	pthread_mutex_init(&b.shared.lock, NULL);
-	pthread_mutex_init(&b.shared_lock, NULL);
+	starpu_pthread_mutex_init(&b.shared.lock, NULL);
+	starpu_pthread_mutex_init(&b.shared_lock, NULL);
 	b.lazy_plan = sp_cluster_size() > 1;
 	char jpart[PATH_MAX + 32];
 	const char *jpath = opts->journal;
@@ -1100,13 +1111,13 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	if (rc != 0) {
 		for (size_t i = 0; i < nitems; i++) {
 			free_strv(b.state[i].outputs, b.state[i].noutputs);
-			pthread_mutex_destroy(&b.state[i].lock);
+			starpu_pthread_mutex_destroy(&b.state[i].lock);
 		}
 		free(b.state);
 		free_shared(&b);
 		return rc == SP_ENOMEM ? rc : SP_EINVAL;
 	}
-	pthread_mutex_init(&b.journal_lock, NULL);
+	starpu_pthread_mutex_init(&b.journal_lock, NULL);
 	size_t nmine = nitems;
 	if (opts->shard_k > 0)
 		for (size_t i = 0; i < nitems; i++)
@@ -1124,25 +1135,25 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		fprintf(stderr, "starpipe: %s\n", res->err.msg);
 		abort();
 	}
-	pthread_mutex_lock(&cur_lock);
+	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = &b;
-	pthread_mutex_unlock(&cur_lock);
+	starpu_pthread_mutex_unlock(&cur_lock);
 	if (nthreads > nitems)
 		nthreads = nitems;
 	if (nthreads > 64)
 		nthreads = 64;
 	for (size_t t = 0; t < nthreads; t++)
-		if (pthread_create(&th[t], NULL, driver_main, &b) == 0)
+		if (starpu_pthread_create(&th[t], NULL, driver_main, &b) == 0)
 			started++;
 	if (started == 0)
 		driver_main(&b);
 	for (size_t t = 0; t < started; t++)
-		pthread_join(th[t], NULL);
+		starpu_pthread_join(th[t], NULL);
 	sp_dispatch_end();
 	starpu_task_wait_for_all();
-	pthread_mutex_lock(&cur_lock);
+	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = NULL;
-	pthread_mutex_unlock(&cur_lock);
+	starpu_pthread_mutex_unlock(&cur_lock);
 	if (b.journal != NULL) {
 		fclose(b.journal);
 		b.journal = NULL;
@@ -1166,12 +1177,12 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	for (size_t i = 0; i < nitems; i++) {
 		free_ctxs(&b.state[i]);
 		free_strv(b.state[i].outputs, b.state[i].noutputs);
-		pthread_mutex_destroy(&b.state[i].lock);
+		starpu_pthread_mutex_destroy(&b.state[i].lock);
 	}
 	free(b.state);
 	free_shared(&b);
 	if (b.journal != NULL)
 		fclose(b.journal);
-	pthread_mutex_destroy(&b.journal_lock);
+	starpu_pthread_mutex_destroy(&b.journal_lock);
 	return res->nfailed || res->nnotrun || res->ncancelled ? SP_ECANCELED : 0;
 }

@@ -98,7 +98,7 @@ static struct {
 	int up;
 	double t0; /* monotonic seconds at init */
 	double t0_wall; /* the same instant, wall-clock seconds (traces of several ranks) */
-	pthread_mutex_t lock;
+	starpu_pthread_mutex_t lock;
 	struct sp__kstat k[SP__MAXKERNELS];
 	size_t nk;
 	double worker_busy_us[STARPU_NMAXWORKERS];
@@ -111,18 +111,18 @@ static struct {
 	atomic_size_t items_total, items_done;
 	int progress;
 	double progress_period;
-	pthread_t progress_thread;
+	starpu_pthread_t progress_thread;
 	atomic_int stop_progress;
-	pthread_mutex_t plock;
-	pthread_cond_t pcond;
+	starpu_pthread_mutex_t plock;
+	starpu_pthread_cond_t pcond;
 	char sched[64];
 	char pmdir[4096];   /* the performance models' folder */
 	int calibrate;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
 	long cores;
-} rt = { .lock = PTHREAD_MUTEX_INITIALIZER,
-	 .plock = PTHREAD_MUTEX_INITIALIZER,
-	 .pcond = PTHREAD_COND_INITIALIZER };
+} rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,
+	 .plock = STARPU_PTHREAD_MUTEX_INITIALIZER,
+	 .pcond = STARPU_PTHREAD_COND_INITIALIZER };
 
 static double now_s(void)
 {
@@ -368,7 +368,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	rt.progress = c->progress;
 	rt.progress_period = c->progress_period;
 	atomic_store(&rt.stop_progress, 0);
-	if (rt.progress && pthread_create(&rt.progress_thread, NULL, progress_main, NULL) != 0)
+	if (rt.progress && starpu_pthread_create(&rt.progress_thread, NULL, progress_main, NULL) != 0)
 		rt.progress = 0;
 	return 0;
 }
@@ -400,7 +400,7 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 	int cuda = workerid >= 0 && starpu_worker_get_type(workerid) == STARPU_CUDA_WORKER;
 	double dur = end_us - start_us;
 
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	size_t i;
 	for (i = 0; i < rt.nk; i++)
 		if (rt.k[i].stage == stage && strcmp(rt.k[i].kernel, kernel) == 0)
@@ -435,7 +435,7 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 			rt.rec[rt.nrec++] = (struct sp__trace_rec){ stage, kernel, workerid,
 								   start_us, end_us };
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	atomic_fetch_add(&rt.done, 1);
 }
 
@@ -479,7 +479,7 @@ static void *progress_main(void *arg)
 	double period = rt.progress_period > 0 ? rt.progress_period : tty ? 0.5 : 10.0;
 	long wake_ns = (long)(1e9 * (period < 0.25 ? period : 0.25));
 	double last = now_s();
-	pthread_mutex_lock(&rt.plock);
+	starpu_pthread_mutex_lock(&rt.plock);
 	while (!atomic_load(&rt.stop_progress)) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -488,13 +488,13 @@ static void *progress_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&rt.pcond, &rt.plock, &ts);
+		starpu_pthread_cond_timedwait(&rt.pcond, &rt.plock, &ts);
 		if (!atomic_load(&rt.stop_progress) && now_s() - last >= period) {
 			progress_line(tty, 0);
 			last = now_s();
 		}
 	}
-	pthread_mutex_unlock(&rt.plock);
+	starpu_pthread_mutex_unlock(&rt.plock);
 	if (tty)
 		progress_line(tty, 1), fputc('\n', stderr);
 	return NULL;
@@ -504,11 +504,11 @@ static void stop_progress(void)
 {
 	if (!rt.progress)
 		return;
-	pthread_mutex_lock(&rt.plock);
+	starpu_pthread_mutex_lock(&rt.plock);
 	atomic_store(&rt.stop_progress, 1);
-	pthread_cond_signal(&rt.pcond);
-	pthread_mutex_unlock(&rt.plock);
-	pthread_join(rt.progress_thread, NULL);
+	starpu_pthread_cond_signal(&rt.pcond);
+	starpu_pthread_mutex_unlock(&rt.plock);
+	starpu_pthread_join(rt.progress_thread, NULL);
 	rt.progress = 0;
 }
 
@@ -620,7 +620,7 @@ void sp_runtime_print_report(const char *pipeline)
 		sp_runtime_ncuda_workers());
 	fprintf(stderr, "[starpipe] %-20s %-18s %10s %10s %12s %12s\n", "stage", "kernel", "CPU tasks",
 		"CUDA tasks", "CPU s", "CUDA s");
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; i < rt.nk; i++)
 		fprintf(stderr, "[starpipe] %-20s %-18s %10llu %10llu %12.3f %12.3f\n", rt.k[i].stage,
 			rt.k[i].kernel, rt.k[i].ntasks[0], rt.k[i].ntasks[1], rt.k[i].busy_us[0] * 1e-6,
@@ -631,7 +631,7 @@ void sp_runtime_print_report(const char *pipeline)
 			worker_kind((int)w), wall > 0 ? 100.0 * rt.worker_busy_us[w] * 1e-6 / wall : 0.0,
 			rt.worker_ntasks[w]);
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	fprintf(stderr, "[starpipe] bytes moved between memory nodes: %llu\n", bytes_moved(NULL));
 }
 
@@ -639,7 +639,7 @@ char *sp_runtime_stage_lines(void)
 {
 	char *out = NULL, *p;
 	size_t size = 1;
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; i < rt.nk; i++)
 		size += strlen(rt.k[i].stage) + strlen(rt.k[i].kernel) + 4 * 32;
 	out = malloc(size);
@@ -651,7 +651,7 @@ char *sp_runtime_stage_lines(void)
 				     rt.k[i].kernel, rt.k[i].ntasks[0], rt.k[i].ntasks[1],
 				     rt.k[i].busy_us[0], rt.k[i].busy_us[1]);
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	return out;
 }
 
@@ -735,7 +735,7 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_begin_array(j);
 	if (stage_lines != NULL)
 		merged_stages(j, stage_lines);
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; stage_lines == NULL && i < rt.nk; i++) {
 		sp_json_begin_object(j);
 		sp_json_kv_str(j, "stage", rt.k[i].stage);
@@ -760,7 +760,7 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 		sp_json_end_object(j);
 	}
 	sp_json_end_array(j);
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
 	if (cluster_json != NULL) {
 		sp_json_key(j, "cluster");
@@ -818,7 +818,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	if (f == NULL)
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
 	double wall = now_s() - rt.t0;
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	double makespan = rt.first_start_us > 0 ? (rt.last_end_us - rt.first_start_us) * 1e-6 : 0;
 	fprintf(f, "scheduler\t%s\ncpu_workers\t%u\ncuda_workers\t%u\n", rt.sched,
 		sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers());
@@ -851,7 +851,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 		fprintf(f, "busy:%s\t%.4f\ntransfer:%s\t%.4f\nidle:%s\t%.4f\n", name, busy, name, xfer,
 			name, 1 - busy - xfer);
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	fprintf(f, "bytes_moved\t%llu\n", bytes_moved(NULL));
 	sp_bound_t b;
 	if (rt.bound && sp_bound_compute(&b) == 0) {
@@ -878,7 +878,7 @@ int sp_runtime_write_tasks(const char *path, sp_err_t *err)
 	FILE *f = open_memstream(&text, &len);
 	if (f == NULL)
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; i < rt.nrec; i++) {
 		const struct sp__trace_rec *r = &rt.rec[i];
 		if (r->worker < 0)
@@ -887,7 +887,7 @@ int sp_runtime_write_tasks(const char *path, sp_err_t *err)
 		fprintf(f, "%s\t%s\t%s\t%.6f\t%.6f\n", name, r->stage, r->kernel,
 			(r->start_us - rt.first_start_us) * 1e-6, (r->end_us - rt.first_start_us) * 1e-6);
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	if (fclose(f) != 0) {
 		free(text);
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
@@ -930,7 +930,7 @@ char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
 		starpu_worker_get_name((int)w, name, sizeof name);
 		trace_meta(j, "thread_name", pid, (int)w, name);
 	}
-	pthread_mutex_lock(&rt.lock);
+	starpu_pthread_mutex_lock(&rt.lock);
 	for (size_t i = 0; i < rt.nrec; i++) {
 		const struct sp__trace_rec *r = &rt.rec[i];
 		sp_json_begin_object(j);
@@ -943,7 +943,7 @@ char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
 		sp_json_kv_num(j, "dur", r->end_us - r->start_us);
 		sp_json_end_object(j);
 	}
-	pthread_mutex_unlock(&rt.lock);
+	starpu_pthread_mutex_unlock(&rt.lock);
 	sp_json_end_array(j);
 	if (sp_json_text(j) != NULL)
 		out = strdup(sp_json_text(j));

@@ -59,8 +59,9 @@ typedef struct sp_port_spec {
 enum { SP_IMPL_CPU = 1u << 0, SP_IMPL_CUDA = 1u << 1 };
 
 /* The implementations of a kind whose codelets have CPU and CUDA functions:
- * CUDA only in a build configured with --enable-cuda. */
-#ifdef SP_HAVE_CUDA
+ * CUDA only in a build configured with --enable-cuda, or in starpipe-sim
+ * (simulated GPUs). */
+#if defined(SP_HAVE_CUDA) || defined(SP_SIMGRID)
 #define SP_IMPL_CPU_CUDA (SP_IMPL_CPU | SP_IMPL_CUDA)
 #else
 #define SP_IMPL_CPU_CUDA SP_IMPL_CPU

@@ -79,7 +79,7 @@ struct apple_task_arg {
 };
 
 /* ---- per-worker FFTW plans ---- */
-static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
+static starpu_pthread_mutex_t plan_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
 static apple_score_fft_t *plans[STARPU_NMAXWORKERS];
 static int plan_q[STARPU_NMAXWORKERS];
 
@@ -97,7 +97,7 @@ static apple_score_fft_t *worker_plan(int q)
 		w = 0;
 	if (plans[w] != NULL && plan_q[w] == q)
 		return plans[w];
-	pthread_mutex_lock(&plan_lock);
+	starpu_pthread_mutex_lock(&plan_lock);
 	if (!registered) {
 		atexit(free_plans);
 		registered = 1;
@@ -105,7 +105,7 @@ static apple_score_fft_t *worker_plan(int q)
 	apple_score_fft_free(&plans[w]);
 	plans[w] = apple_score_fft_init(q);
 	plan_q[w] = q;
-	pthread_mutex_unlock(&plan_lock);
+	starpu_pthread_mutex_unlock(&plan_lock);
 	return plans[w];
 }
 

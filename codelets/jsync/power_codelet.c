@@ -282,6 +282,14 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 			ret = status->code;
 			break;
 		}
+#ifdef SP_SIMGRID
+		/* No product was computed: run max_iters iterations, the count of
+		 * the real run being simulated (its report's "iterations"). */
+		starpu_data_release(wh);
+		it++;
+		res = it < max_iters ? INFINITY : 0;
+		continue;
+#endif
 		/* w = S v exactly up to v's quantisation; then w / ||w||. */
 		double scale = ldexp(1.0, -e), nw = 0, dot = 0, d = 0;
 		for (int64_t p = 0; p < P; p++) {
