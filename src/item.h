@@ -143,6 +143,12 @@ char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char 
 /* Adds a figure to the item's section of the run report (JSON number). */
 void sp_item_report_num(sp_item_t *item, const char *key, double value);
 
+/* starpipe-sim: how many times a data-dependent loop runs in the simulated
+ * run (no codelet computes there): the value given by --sim-count NAME=N,
+ * else def.  Names: "iterations" (J-sync's power iterations),
+ * "retrain_attempts" (APPLE's retraining), as in the real run's report. */
+long sp_sim_count(const char *name, long def);
+
 /* Number of CPU and CUDA workers of the session, for task splitting. */
 unsigned sp_item_nworkers(void);
 

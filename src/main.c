@@ -80,6 +80,8 @@ static const char usage_text[] =
 	"      --figures FILE       write the run's figures as NAME<TAB>VALUE lines: makespan,\n"
 	"                           per-worker busy/idle, lower bounds (starpipe tune reads it)\n"
 	"      --tasks FILE         write one line per task: worker, stage, kernel, start, end\n"
+	"      --sim-count NAME=N   starpipe-sim: run a data-dependent loop N times, as the real\n"
+	"                           run did (iterations, retrain_attempts: from its report)\n"
 	"      --memory-limit SIZE  refuse an item estimated to need more (default: the\n"
 	"                           machine's memory, or its cgroup's limit)\n"
 	"  -q, --quiet              no progress, no report on stderr\n"
@@ -109,6 +111,7 @@ enum {
 	OPT_TILE,
 	OPT_FIGURES,
 	OPT_TASKS,
+	OPT_SIMCOUNT,
 };
 
 struct cli {
@@ -198,6 +201,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "tile", required_argument, NULL, OPT_TILE },
 		{ "figures", required_argument, NULL, OPT_FIGURES },
 		{ "tasks", required_argument, NULL, OPT_TASKS },
+		{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -249,6 +253,22 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_FIGURES: c->figures = optarg; break;
 		case OPT_TASKS: c->tasks = optarg; break;
+		case OPT_SIMCOUNT: {
+			const char *eq = strchr(optarg, '=');
+			long v = eq ? strtol(eq + 1, &end, 10) : -1;
+#ifndef SP_SIMGRID
+			return usage_error("--sim-count %s: only starpipe-sim simulates", optarg);
+#endif
+			if (eq == NULL || eq == optarg || eq - optarg >= 32 || eq[1] == '\0' || *end != '\0' ||
+			    v < 0 || v > 100000000)
+				return usage_error("--sim-count expects NAME=N (N in [0, 100000000]), got '%s'",
+						   optarg);
+			char name[32];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
+			if (sp_sim_count_set(name, v) != 0)
+				return usage_error("%s", "too many --sim-count options");
+			break;
+		}
 		case OPT_JOURNAL: c->journal = optarg; break;
 		case OPT_SHARD: {
 			char *slash;

@@ -148,6 +148,34 @@ static double ts_us(const struct timespec *t)
 	return t->tv_sec * 1e6 + t->tv_nsec * 1e-3;
 }
 
+static struct {
+	char name[32];
+	long value;
+} sim_counts[8];
+static size_t nsim_counts;
+
+int sp_sim_count_set(const char *name, long value)
+{
+	for (size_t i = 0; i < nsim_counts; i++)
+		if (strcmp(sim_counts[i].name, name) == 0) {
+			sim_counts[i].value = value;
+			return 0;
+		}
+	if (nsim_counts == sizeof sim_counts / sizeof sim_counts[0])
+		return -1;
+	snprintf(sim_counts[nsim_counts].name, sizeof sim_counts[0].name, "%s", name);
+	sim_counts[nsim_counts++].value = value;
+	return 0;
+}
+
+long sp_sim_count(const char *name, long def)
+{
+	for (size_t i = 0; i < nsim_counts; i++)
+		if (strcmp(sim_counts[i].name, name) == 0)
+			return sim_counts[i].value;
+	return def;
+}
+
 #ifdef SP_SIMGRID
 void sp__sim_cuda_stub(void *buffers[], void *cl_arg)
 {

@@ -62,4 +62,8 @@ unsigned long long sp_run_machine_memory(void);
  * temporaries removed, their previous outputs untouched). */
 void sp_run_interrupt(int signo);
 
+/* starpipe-sim's --sim-count NAME=N (see sp_sim_count() in item.h);
+ * returns 0, or -1 when the table is full. */
+int sp_sim_count_set(const char *name, long value);
+
 #endif /* SP_RUN_H */

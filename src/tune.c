@@ -39,6 +39,10 @@ static const char tune_usage[] =
 	"                      (as --set NAME=VALUE)\n"
 	"  --repeat N          runs per configuration (default 3)\n"
 	"  --out DIR           where the results go (required; created)\n"
+	"  --simulate HOST     run the sweep in starpipe-sim on the platform HOST of the\n"
+	"                      --perfmodel-dir folder (DIR/bus/HOST.*, its models\n"
+	"                      SYMBOL.HOST); give the real run's loop counts with\n"
+	"                      --sim-count (see doc/tuning.md)\n"
 	"Every other option and the ITEMs are given to each run as they are (--set,\n"
 	"--input, --output, --perfmodel-dir, --calibrate, --inflight...).  Calibrate\n"
 	"the performance models first (starpipe run --calibrate 1): the lower bound\n"
@@ -78,6 +82,9 @@ typedef struct row {
 
 typedef struct tune {
 	const char *exe, *graph, *out;
+	const char *simulate; /* --simulate HOST: the platform's name; NULL: real runs */
+	const char *pmdir;    /* the runs' --perfmodel-dir (the platform lives there) */
+	char sim_exe[4096];
 	char **fwd; /* forwarded arguments */
 	size_t nfwd;
 	dim_t dims[16];
@@ -185,7 +192,7 @@ static int parse(tune_t *t, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 		static const char *const mine[] = { "--sched", "--ncpus", "--ncuda", "--vary",
-						    "--repeat", "--out" };
+						    "--repeat", "--out", "--simulate" };
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			fputs(tune_usage, stdout);
 			exit(0);
@@ -218,6 +225,7 @@ static int parse(tune_t *t, int argc, char **argv)
 				break;
 			}
 			case 5: t->out = val; break;
+			case 6: t->simulate = val; break;
 			}
 			if (r != 0)
 				return r;
@@ -226,9 +234,14 @@ static int parse(tune_t *t, int argc, char **argv)
 		if (in_list(a, owned, sizeof owned / sizeof owned[0]))
 			return tune_error("%s: tune sets it for every run (see DIR/runs/)", a);
 		t->fwd[t->nfwd++] = argv[i];
+		if (strncmp(a, "--perfmodel-dir=", 16) == 0)
+			t->pmdir = a + 16;
 		if (a[0] == '-' && strchr(a, '=') == NULL &&
-		    in_list(a, valued, sizeof valued / sizeof valued[0]) && i + 1 < argc)
+		    in_list(a, valued, sizeof valued / sizeof valued[0]) && i + 1 < argc) {
+			if (strcmp(a, "--perfmodel-dir") == 0)
+				t->pmdir = argv[i + 1];
 			t->fwd[t->nfwd++] = argv[++i];
+		}
 		else if (a[0] != '-' && t->graph == NULL)
 			t->graph = a;
 	}
@@ -236,6 +249,24 @@ static int parse(tune_t *t, int argc, char **argv)
 		return tune_error("%s", "missing graph file");
 	if (t->out == NULL)
 		return tune_error("%s", "--out DIR is required");
+	if (t->simulate != NULL) {
+		/* starpipe-sim beside this program; the platform in the models' folder */
+		char path[4200];
+		const char *slash = strrchr(t->exe, '/');
+		snprintf(t->sim_exe, sizeof t->sim_exe, "%.*sstarpipe-sim",
+			 slash ? (int)(slash - t->exe + 1) : 0, t->exe);
+		if (access(t->sim_exe, X_OK) != 0)
+			return tune_error("--simulate: no %s (configure --with-starpu-simgrid=PREFIX)",
+					  t->sim_exe);
+		if (t->pmdir == NULL)
+			return tune_error("%s", "--simulate needs --perfmodel-dir DIR, the folder of the "
+					  "platform (DIR/bus/HOST.*) and of its models");
+		snprintf(path, sizeof path, "%s/bus/%s.platform.v4.xml", t->pmdir, t->simulate);
+		if (access(path, R_OK) != 0)
+			return tune_error("--simulate: no platform file %s (tools/platforms/, or a real "
+					  "run there with STARPU_HOSTNAME=HOST measures this machine's)", path);
+		t->exe = t->sim_exe;
+	}
 	t->ncfg = 1;
 	for (size_t d = 0; d < t->ndims; d++)
 		t->ncfg *= t->dims[d].n;
@@ -452,6 +483,11 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
+		if (t->simulate != NULL) {
+			/* SimGrid loads the platform before starpipe-sim starts */
+			setenv("STARPU_HOSTNAME", t->simulate, 1);
+			setenv("STARPU_PERF_MODEL_DIR", t->pmdir, 1);
+		}
 		execv(t->exe, argv);
 		fprintf(stderr, "starpipe tune: cannot run %s: %s\n", t->exe, strerror(errno));
 		_exit(127);
@@ -586,9 +622,13 @@ static void write_summary(const tune_t *t, const cstat_t *s, FILE *f)
 		nok += strcmp(t->rows[i].status, "ok") == 0;
 		nmeasured += fig_num(&t->rows[i], "bound_measured_tasks") > 0;
 	}
-	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok%s\n\n",
+	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok%s\n",
 		t->graph, t->ncfg, t->repeat, nok, t->nrows,
 		stop_signal ? " (interrupted: the sweep is incomplete)" : "");
+	if (t->simulate != NULL)
+		fprintf(f, "SIMULATED (starpipe-sim, SimGrid) on platform %s: every time below is a "
+			"prediction from the performance models in %s\n", t->simulate, t->pmdir);
+	fputc('\n', f);
 	fprintf(f, "Ranked by median makespan (first task start to last task end), seconds:\n\n");
 	fprintf(f, "%4s  %-40s %5s %9s %19s %9s %7s %s\n", "rank", "configuration", "runs", "median",
 		"min-max", "bound", "/bound", "binds");
@@ -699,7 +739,9 @@ static int plot_makespan(const tune_t *t, const cstat_t *s, size_t nr)
 	if (g == NULL)
 		return -1;
 	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
-	fprintf(g, "set title '");
+	fprintf(g, "set title '%s", t->simulate ? "SIMULATED (SimGrid, platform " : "");
+	if (t->simulate)
+		gp_escape(g, t->simulate), fputs("): ", g);
 	gp_escape(g, t->graph);
 	fprintf(g, ": makespan per configuration (%ld repeat(s); bar: median, whiskers: min-max)' noenhanced\n",
 		t->repeat);
@@ -838,7 +880,7 @@ static int plot_gantt(const tune_t *t, const char *stem, const char *what, size_
 	if (g == NULL)
 		return -1;
 	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
-	fprintf(g, "set title '%s run: ", what);
+	fprintf(g, "set title '%s%s run: ", t->simulate ? "SIMULATED " : "", what);
 	gp_escape(g, label);
 	fprintf(g, "' noenhanced\nset xlabel 'time since the first task started (s)'\n"
 		   "set ylabel 'worker'\nset yrange [-0.6:%zu.6]\nset ytics (", nw ? nw - 1 : 0);

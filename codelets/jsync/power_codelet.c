@@ -283,11 +283,11 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 			break;
 		}
 #ifdef SP_SIMGRID
-		/* No product was computed: run max_iters iterations, the count of
-		 * the real run being simulated (its report's "iterations"). */
+		/* No product was computed: run the real run's count of iterations
+		 * (--sim-count iterations=N, its report's "iterations"), else max_iters. */
 		starpu_data_release(wh);
 		it++;
-		res = it < max_iters ? INFINITY : 0;
+		res = it < sp_sim_count("iterations", max_iters) ? INFINITY : 0;
 		continue;
 #endif
 		/* w = S v exactly up to v's quantisation; then w / ||w||. */
