@@ -139,5 +139,6 @@ int main(void)
 		cmocka_unit_test(area_forced), cmocka_unit_test(path_diamond),
 		cmocka_unit_test(path_redux), cmocka_unit_test(path_chains),
 	};
+	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
