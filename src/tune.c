@@ -78,6 +78,7 @@ typedef struct row {
 	double wall;     /* seconds the child ran */
 	kv_t *f;         /* its figures */
 	size_t nf;
+	int stopped;     /* tune passed a SIGINT/SIGTERM on to it: not a row of the sweep */
 } row_t;
 
 typedef struct tune {
@@ -497,12 +498,18 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 		fprintf(stderr, "starpipe tune: fork: %s\n", strerror(errno));
 		return;
 	}
+	/* A kill of tune alone stops its run too. A child that ended before the
+	 * signal came is a complete run and keeps its row. */
 	int forwarded = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		if (stop_signal && !forwarded) { /* a kill of tune alone stops its run too */
+	for (;;) {
+		if (stop_signal && !forwarded) {
 			kill(pid, stop_signal);
 			forwarded = 1;
 		}
+		if (waitpid(pid, &st, 0) >= 0 || errno != EINTR)
+			break;
+	}
+	r->stopped = forwarded;
 	r->wall = now_s() - t0;
 	if (WIFEXITED(st)) {
 		r->code = WEXITSTATUS(st);
@@ -997,7 +1004,7 @@ int sp_tune_main(int argc, char **argv, const char *exe)
 			run_one(&t, k, c, (int)rep, &t.rows[k]);
 			t.nrows++;
 			row_t *rw = &t.rows[k];
-			if (stop_signal) {
+			if (rw->stopped) {
 				/* the child was stopped mid-way: not a row of the sweep */
 				t.nrows--;
 				break;
