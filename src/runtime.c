@@ -1000,8 +1000,8 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 	starpu_perfmodel_initialize();
 	size_t nver = read_versions(path, ver, sizeof ver / sizeof ver[0]);
 	fprintf(out, "# performance models in %s\n", path);
-	fprintf(out, "# %-18s %-18s %-10s %8s %12s %8s  %s\n", "codelet", "worker type", "footprint",
-		"samples", "mean", "spread", "flags");
+	fprintf(out, "# %-18s %-18s %-10s %8s %12s %8s %8s  %s\n", "codelet", "worker type",
+		"footprint", "samples", "mean", "spread", "GFLOP/s", "flags");
 	for (size_t i = 0; i < n; i++) {
 		struct starpu_perfmodel model;
 		int rows = 0;
@@ -1011,8 +1011,8 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 		model.type = STARPU_HISTORY_BASED;
 		starpu_perfmodel_get_model_path(symbols[i], mpath, sizeof mpath);
 		if (access(mpath, R_OK) != 0 || starpu_perfmodel_load_symbol(symbols[i], &model) != 0) {
-			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s  %s\n", symbols[i], "-", "-", "0", "-",
-				"-", "uncalibrated: no model yet (run the graph with --calibrate 1)");
+			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", symbols[i], "-", "-", "0",
+				"-", "-", "-", "uncalibrated: no model yet (run the graph with --calibrate 1)");
 			nuncal++;
 			continue;
 		}
@@ -1041,16 +1041,20 @@ int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FIL
 								  : "";
 					bad |= e->nsample < 10;
 					noisy |= e->nsample >= 10 && rel > 0.25;
-					fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %%  %s\n",
+					/* the task's declared flops (STARPU_FLOPS) over its mean time */
+					char gf[32] = "-";
+					if (e->flops > 0 && mean > 0)
+						snprintf(gf, sizeof gf, "%.3g", e->flops / mean * 1e-3);
+					fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %% %8s  %s\n",
 						symbols[i], arch, e->footprint, e->nsample, mean / 1e3,
-						100 * rel, flag);
+						100 * rel, gf, flag);
 					rows++;
 				}
 			}
 		}
 		if (rows == 0) {
-			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s  %s\n", symbols[i], "-", "-", "0", "-",
-				"-", "uncalibrated: the model holds no measurement");
+			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", symbols[i], "-", "-", "0",
+				"-", "-", "-", "uncalibrated: the model holds no measurement");
 			bad = 1;
 		}
 		nuncal += bad != 0;

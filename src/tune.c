@@ -51,7 +51,7 @@ static const char tune_usage[] =
 /* Options of `run` that take a value, so their value is not taken for the graph. */
 static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output",
 	"--workers-per-gpu", "--perfmodel-dir", "--calibrate", "--inflight", "--progress-every",
-	"--journal", "--shard", "--memory-limit", "--tile" };
+	"--journal", "--shard", "--memory-limit", "--tile", "--sim-count" };
 /* Options of `run` that tune sets itself for every run. */
 static const char *const owned[] = { "--report", "--trace", "--figures", "--tasks",
 	"--skip-existing", "-q", "--quiet", "-v", "--verbose" };
@@ -264,8 +264,9 @@ static int parse(tune_t *t, int argc, char **argv)
 					  "platform (DIR/bus/HOST.*) and of its models");
 		snprintf(path, sizeof path, "%s/bus/%s.platform.v4.xml", t->pmdir, t->simulate);
 		if (access(path, R_OK) != 0)
-			return tune_error("--simulate: no platform file %s (tools/platforms/, or a real "
-					  "run there with STARPU_HOSTNAME=HOST measures this machine's)", path);
+			return tune_error("--simulate: no platform file %s (tools/sim-node writes one "
+					  "from tools/platforms/; a real run with STARPU_HOSTNAME=HOST "
+					  "measures this machine's)", path);
 		t->exe = t->sim_exe;
 	}
 	t->ncfg = 1;

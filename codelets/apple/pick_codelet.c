@@ -1,11 +1,13 @@
 /* StarPU glue of the APPLE stages: preprocess, score, train, classify, morphology, pick. */
 #include <assert.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/stage.h"
 #include "apple_glue.h"
+#include "apple_kern.h"
 #ifdef SP_HAVE_CUDA
 #include "../../src/cuda_handles.h"
 #endif
@@ -149,6 +151,115 @@ static size_t max3(size_t a, size_t b, size_t c)
 	return m > c ? m : c;
 }
 #endif
+
+/* ---- nominal costs (apple_glue.h) ---- */
+
+/* Window positions apple_refs_select() scans: the containers' ranges
+ * (apk_container_range()), the same along both axes. */
+static double refs_scanned(const apple_sizes_t *s)
+{
+	int nc = s->container > 0 ? s->n / s->container : 0, r0, r1, c0, c1;
+	double len = 0;
+	for (int c = 0; c < nc; c++) {
+		apk_container_range(s->n, s->query, s->container, c, c, &r0, &r1, &c0, &c1);
+		len += r1 > r0 ? r1 - r0 : 0;
+	}
+	return len * len;
+}
+
+/* One q x q real transform (r2c or c2r): 2.5 N log2 N, N = q^2. */
+static double rfft2_flops(int q)
+{
+	double nn = (double)q * q;
+	return nn > 1 ? 2.5 * nn * log2(nn) : 0.0;
+}
+
+/* prepare: bicubic resize, 2 per tap at 4 side/n taps per output (borders
+ * not discounted), side n then n^2 outputs: 8 side^2 + 8 side n; low-pass
+ * 2 APPLE_LOWPASS_TAPS n^2; moments 3 q n nw + 2 q nw^2 + 6 nw^2; reference
+ * search 4 comparisons per scanned position; nref reference spectra. */
+double apple_prepare_flops(const apple_sizes_t *s)
+{
+	double side = s->side, n = s->n, q = s->query, nw = s->nw;
+	return 8 * side * side + 8 * side * n + 2.0 * APPLE_LOWPASS_TAPS * n * n +
+	       3 * q * n * nw + 2 * q * nw * nw + 6 * nw * nw + 4 * refs_scanned(s) +
+	       s->nref * rfft2_flops(s->query);
+}
+
+/* crop 4 side^2, resize intermediate 8 side n, resized 8 n^2, low-passed
+ * 16 n^2 (8 written, 8 read by the moments), row sums 32 n nw, moments
+ * 16 nw^2, reference search 16 per scanned position + 8 nref, per
+ * reference 24 q^2 + 48 ns (ns = apple_score_spec_size(q) complex values:
+ * the window gathered, transformed, copied into the spectra). */
+double apple_prepare_bytes(const apple_sizes_t *s)
+{
+	double side = s->side, n = s->n, q = s->query, nw = s->nw;
+	double ns = (double)apple_score_spec_size(s->query);
+	return 4 * side * side + 8 * side * n + 24 * n * n + 32 * n * nw + 16 * nw * nw +
+	       16 * refs_scanned(s) + 8.0 * s->nref + s->nref * (24 * q * q + 48 * ns);
+}
+
+/* score: per query its window's r2c, then per reference the product
+ * R conj(W) (6 per complex value, ns of them), the c2r, the maximum (q^2
+ * comparisons) and (max - p0) / q^2 (2):
+ * nquery (F + nref (6 ns + F + q^2 + 2)), F = 2.5 q^2 log2 q^2. */
+double apple_score_flops(const apple_sizes_t *s, int nquery)
+{
+	double ns = (double)apple_score_spec_size(s->query), nn = (double)s->query * s->query;
+	double f = rfft2_flops(s->query);
+	return nquery * (f + s->nref * (6 * ns + f + nn + 2));
+}
+
+/* per query: window gathered (16 q^2), r2c (8 q^2 + 16 ns), its spectrum
+ * read by the products (16 ns); per (query, reference): product written
+ * and read by the c2r (32 ns), correlation written and read (16 q^2), the
+ * response (8); the references' spectra once (16 nref ns).  Real queries
+ * only: a chunk's padding is not counted. */
+double apple_score_bytes(const apple_sizes_t *s, int nquery)
+{
+	double ns = (double)apple_score_spec_size(s->query), nn = (double)s->query * s->query;
+	return nquery * (24 * nn + 32 * ns) + (double)nquery * s->nref * (32 * ns + 16 * nn + 8) +
+	       16.0 * s->nref * ns;
+}
+
+/* classify: per window position standardise (2 sub, 2 div), then per
+ * support vector d0, d1 (2), d0^2 + d1^2 (3), -gamma d2 (1), exp
+ * (APPLE_EXP_FLOPS), coef exp and the sum (2), then - rho and the sign (2):
+ * nrows nw (6 + nsv (8 + APPLE_EXP_FLOPS)). */
+double apple_classify_flops(const apple_sizes_t *s, int nrows, int nsv)
+{
+	return (double)nrows * s->nw * (6 + (double)nsv * (8 + APPLE_EXP_FLOPS));
+}
+
+/* mean and std read, segmentation written: 17 per window position; the
+ * packed support vectors (3 doubles each) once. */
+double apple_classify_bytes(const apple_sizes_t *s, int nrows, int nsv)
+{
+	return 17.0 * nrows * s->nw + 24.0 * nsv;
+}
+
+/* morphology: comparisons and integer arithmetic per window position of
+ * apple_morphology(), data-dependent loops (flood, envelope pops,
+ * union-find walks) taken once per position: hole filling 20 (border test
+ * 4, flood 4 neighbours x (bound, value, visited) + 4 bounds), all-filled
+ * scan 1, Meijster's distance transform 53 (columns 7; rows: 2 envelope
+ * tests of 10, the separator 19, the back scan 7), erosion 1, 8-labelling
+ * 27 (neighbour tests 10, 2 unions of 6, labels 5), component hits 3:
+ * 105 nw^2. */
+double apple_morph_flops(const apple_sizes_t *s)
+{
+	return 105.0 * s->nw * s->nw;
+}
+
+/* per window position, the CUDA twin's passes: hole filling 27 (labels
+ * initialised 5, merged 5, compressed 8, flags 2, filled 7), distance
+ * transform 37 (columns 13, rows 24 with their envelopes), erosion 5,
+ * 8-labelling 18, hits 13 (flags 1, marks 5, output 7): 100 nw^2 (the
+ * corner-cleared refill runs only when the fill leaves no 0). */
+double apple_morph_bytes(const apple_sizes_t *s)
+{
+	return 100.0 * s->nw * s->nw;
+}
 
 /* ---- codelets ---- */
 
@@ -318,12 +429,27 @@ out:
 	free(work);
 }
 
+/* A classify task's count depends on the number of support vectors, which
+ * the train task fixes after the classify tasks were submitted: it goes on
+ * the running task, which StarPU records in the model once the function has
+ * returned.  Tasks of one footprint that see different numbers (a batch of
+ * micrographs) make StarPU set the entry's count to NaN: no count rather
+ * than a wrong one (the bound maxsv would overstate it, 1225 against 23 on
+ * the 2k test micrograph). */
+static void classify_declare_flops(const struct apple_task_arg *a)
+{
+	struct starpu_task *task = starpu_task_get_current();
+	if (task != NULL && a->job->svm != NULL)
+		task->flops = apple_classify_flops(&a->job->s, a->hi - a->lo, a->job->svm->nsv);
+}
+
 static void classify_cpu(void *buffers[], void *cl_arg)
 {
 	struct apple_task_arg *a = cl_arg;
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
+	classify_declare_flops(a);
 	apple_classify_rows(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			    (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo, a->hi,
 			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]));
@@ -354,6 +480,7 @@ static void classify_cuda(void *buffers[], void *cl_arg)
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
+	classify_declare_flops(a);
 	if (apple_classify_rows_cuda(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				     (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				     (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo,
@@ -395,16 +522,48 @@ static void pick_cpu(void *buffers[], void *cl_arg)
 		j->picks->npick = n < j->picks->maxpick ? n : j->picks->maxpick;
 }
 
-SP_CODELET(prepare_cl, "apple_prepare", prepare_cpu, SP_CUDA(prepare_cuda), NULL, NULL, 5,
-	   STARPU_R, STARPU_W, STARPU_W, STARPU_W, STARPU_W);
-SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL, NULL, 3, STARPU_R,
-	   STARPU_R, STARPU_W);
+/* The size column of the compute tasks' models: the bytes their kernels
+ * move (apple_glue.h), not the sizes of the whole buffers they window into.
+ * The classification counts its support vectors at their bound maxsv (a
+ * small term, known without the trained model). */
+static size_t prepare_size(struct starpu_task *task, unsigned nimpl)
+{
+	const struct apple_task_arg *a = task->cl_arg;
+	(void)nimpl;
+	return (size_t)apple_prepare_bytes(&a->job->s);
+}
+
+static size_t score_size(struct starpu_task *task, unsigned nimpl)
+{
+	const struct apple_task_arg *a = task->cl_arg;
+	(void)nimpl;
+	return (size_t)apple_score_bytes(&a->job->s, a->hi - a->lo);
+}
+
+static size_t classify_size(struct starpu_task *task, unsigned nimpl)
+{
+	const struct apple_task_arg *a = task->cl_arg;
+	(void)nimpl;
+	return (size_t)apple_classify_bytes(&a->job->s, a->hi - a->lo, a->job->maxsv);
+}
+
+static size_t morph_size(struct starpu_task *task, unsigned nimpl)
+{
+	const struct apple_task_arg *a = task->cl_arg;
+	(void)nimpl;
+	return (size_t)apple_morph_bytes(&a->job->s);
+}
+
+SP_CODELET(prepare_cl, "apple_prepare", prepare_cpu, SP_CUDA(prepare_cuda), NULL, prepare_size,
+	   5, STARPU_R, STARPU_W, STARPU_W, STARPU_W, STARPU_W);
+SP_CODELET(score_cl, "apple_score", score_cpu, SP_CUDA(score_cuda), NULL, score_size, 3,
+	   STARPU_R, STARPU_R, STARPU_W);
 SP_CODELET(train_cl, "apple_train", train_cpu, SP_NO_CUDA, NULL, NULL, 3, STARPU_R, STARPU_R,
 	   STARPU_W);
-SP_CODELET(classify_cl, "apple_classify", classify_cpu, SP_CUDA(classify_cuda), NULL, NULL, 4,
-	   STARPU_R, STARPU_R, STARPU_R, STARPU_W);
-SP_CODELET(morph_cl, "apple_morph", morph_cpu, SP_CUDA(morph_cuda), NULL, NULL, 2, STARPU_R,
-	   STARPU_W);
+SP_CODELET(classify_cl, "apple_classify", classify_cpu, SP_CUDA(classify_cuda), NULL,
+	   classify_size, 4, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
+SP_CODELET(morph_cl, "apple_morph", morph_cpu, SP_CUDA(morph_cuda), NULL, morph_size, 2,
+	   STARPU_R, STARPU_W);
 SP_CODELET(pick_cl, "apple_pick", pick_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R, STARPU_W);
 
 static void job_unref(struct apple_job *j)
@@ -523,10 +682,12 @@ static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, i
 	return a;
 }
 
-/* Submits a task of cl for the stage's ctx over [lo, hi); `...` are its
- * data arguments.  The argument lives in the job. */
-#define APPLE_SUBMIT(j, cl, ctx, lo, hi, ...)                                            \
-	starpu_task_insert(&(cl), __VA_ARGS__, STARPU_CL_ARGS_NFREE, next_arg(j, ctx, lo, hi), \
+/* Submits a task of cl for the stage's ctx over [lo, hi) that does `flops`
+ * operations (apple_glue.h; 0: not counted); `...` are its data arguments.
+ * The argument lives in the job. */
+#define APPLE_SUBMIT(j, cl, ctx, lo, hi, flops, ...)                                     \
+	starpu_task_insert(&(cl), __VA_ARGS__, STARPU_FLOPS, (double)(flops),              \
+			   STARPU_CL_ARGS_NFREE, next_arg(j, ctx, lo, hi),                  \
 			   sizeof(struct apple_task_arg), SP_TASK_ARGS(ctx), 0)
 
 /* The job behind a stage's input value. */
@@ -614,8 +775,9 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_prepare");
 	if (ctx == NULL)
 		return SP_ENOMEM;
-	int ret = APPLE_SUBMIT(j, prepare_cl, ctx, 0, 0, STARPU_R, m->h, STARPU_W, j->him, STARPU_W,
-			       j->hmean, STARPU_W, j->hstd, STARPU_W, j->hspec);
+	int ret = APPLE_SUBMIT(j, prepare_cl, ctx, 0, 0, apple_prepare_flops(s), STARPU_R, m->h,
+			       STARPU_W, j->him, STARPU_W, j->hmean, STARPU_W, j->hstd, STARPU_W,
+			       j->hspec);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 
@@ -642,16 +804,17 @@ static int score_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	starpu_data_partition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts);
 	for (int i = 0; i < j->k_score && ret == 0; i++)
-		ret = APPLE_SUBMIT(j, score_cl, ctx, j->qb[i], j->qb[i + 1], STARPU_R, j->him, STARPU_R,
-				   j->hspec, STARPU_W, j->hresp_parts[i]);
+		ret = APPLE_SUBMIT(j, score_cl, ctx, j->qb[i], j->qb[i + 1],
+				   apple_score_flops(s, j->qb[i + 1] - j->qb[i]), STARPU_R, j->him,
+				   STARPU_R, j->hspec, STARPU_W, j->hresp_parts[i]);
 	starpu_data_unpartition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts, STARPU_MAIN_RAM);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 
 static int submit_train(struct apple_job *j, sp_taskctx_t *ctx)
 {
-	return APPLE_SUBMIT(j, train_cl, ctx, 0, 0, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W,
-			    j->hsvc);
+	return APPLE_SUBMIT(j, train_cl, ctx, 0, 0, 0, STARPU_R, j->hresp, STARPU_R, j->him,
+			    STARPU_W, j->hsvc);
 }
 
 static int train_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -700,8 +863,9 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		if (attempt > 0)
 			ret = submit_train(j, ctx_train);
 		starpu_data_partition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts);
+		/* counted when they run: classify_declare_flops() */
 		for (int i = 0; i < j->k_class && ret == 0; i++)
-			ret = APPLE_SUBMIT(j, classify_cl, ctx, j->rb[i], j->rb[i + 1], STARPU_R,
+			ret = APPLE_SUBMIT(j, classify_cl, ctx, j->rb[i], j->rb[i + 1], 0, STARPU_R,
 					   j->hmean, STARPU_R, j->hstd, STARPU_R, j->hsvc, STARPU_W,
 					   j->hseg_parts[i]);
 		starpu_data_unpartition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts,
@@ -739,7 +903,8 @@ static int morphology_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_morph");
 	if (ctx == NULL)
 		return SP_ENOMEM;
-	int ret = APPLE_SUBMIT(j, morph_cl, ctx, 0, 0, STARPU_R, j->hseg, STARPU_W, j->hmorph);
+	int ret = APPLE_SUBMIT(j, morph_cl, ctx, 0, 0, apple_morph_flops(&j->s), STARPU_R, j->hseg,
+			       STARPU_W, j->hmorph);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 
@@ -767,7 +932,7 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (ctx == NULL ||
 	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->path);
-	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h);
+	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 

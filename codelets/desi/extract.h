@@ -143,4 +143,30 @@ int desi_extract_batch_cuda(const desi_batch_t *b, const double *spots, const in
 			    const int32_t *yc, const float *img, const float *ivar, float *rows,
 			    void *scratch, void *blas, void *solver, struct CUstream_st *stream);
 
+/* Nominal floating-point operation counts and device-memory bytes of the
+ * kernels, for StarPU's performance models (STARPU_FLOPS, the size column)
+ * and the estimated GPU times derived from them (tools/sim-node).  Dominant
+ * terms, counted as bench/desi-patch counts them:
+ *   patch:  A'NA at 3 flops per (column pair, shared pixel) term, with
+ *           8.7 terms per column and spot pixel (counted on the reference
+ *           patch: 843 k terms, n = 518, 11 x 17 spots), 4 flops per spot
+ *           pixel for y and fluxweight, and the wavelength-major band
+ *           Cholesky and solve, n kdw^2 + 4 n kdw, kdw = 8 nfib + 2 (58);
+ *   decorrelate: band Cholesky n kd^2 and Takahashi 2 (n - core_f0 nwave)
+ *           kd^2, kd = 2 nwave + 8 (156), then per core fibre a dsyevd with
+ *           vectors (4.7 m^3) and an m x m product (2 m^3), m = nwave, and
+ *           the chi2 model (2 flops per spot pixel);
+ *   spots:  per spot the two Gauss-Hermite contractions, 2 (dx+1)(dy+1) sx
+ *           + 2 (dy+1) sx sy, the normalisation 2 sx sy, and the 1-D
+ *           Hermite tables, 8 (sx + sy)(max(dx, dy) + 1).
+ * bytes: what the kernel reads and writes: the patches' pixel windows
+ * (image and ivar, float), their spots (double), the normal equations
+ * (icov n^2, y, fluxweight; read and written again by the decorrelation)
+ * and the chunk's rows (float). */
+double desi_patch_flops(const desi_patch_t *p);
+double desi_decorrelate_flops(const desi_patch_t *p);
+double desi_spots_flops(int sx, int sy, int dx, int dy, size_t nspots);
+double desi_patch_bytes(const desi_batch_t *b);
+double desi_decorrelate_bytes(const desi_batch_t *b, size_t nrows);
+
 #endif /* SP_DESI_EXTRACT_H */

@@ -235,3 +235,48 @@ int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int
 	free(normal);
 	return ret;
 }
+
+/* ---- nominal costs (extract.h) ---- */
+
+double desi_patch_flops(const desi_patch_t *p)
+{
+	const double n = desi_patch_n(p), s = (double)p->sy * p->sx, kdw = 8.0 * p->nfib + 2;
+	return 3 * 8.7 * n * s + 4 * n * s + n * kdw * kdw + 4 * n * kdw;
+}
+
+double desi_decorrelate_flops(const desi_patch_t *p)
+{
+	const double n = desi_patch_n(p), m = p->nwave, kd = 2.0 * p->nwave + 8;
+	const double s = (double)p->sy * p->sx;
+	return n * kd * kd + 2 * (n - (double)p->core_f0 * m) * kd * kd +
+	       p->core_nf * (4.7 + 2.0) * m * m * m + 2 * n * s;
+}
+
+double desi_spots_flops(int sx, int sy, int dx, int dy, size_t nspots)
+{
+	const double per = 2.0 * (dx + 1) * (dy + 1) * sx + 2.0 * (dy + 1) * sx * sy +
+			   2.0 * sx * sy + 8.0 * (sx + sy) * ((dx > dy ? dx : dy) + 1);
+	return per * (double)nspots;
+}
+
+/* The pixel windows' and the spots' bytes of the batch's patches. */
+static double windows_spots_bytes(const desi_batch_t *b)
+{
+	const double n = desi_patch_n(&b->p), s = (double)b->p.sy * b->p.sx;
+	double pix = 0;
+	for (int i = 0; i < b->np; i++)
+		if (b->ny[i] > 0 && b->nx[i] > 0)
+			pix += (double)b->ny[i] * b->nx[i];
+	return 2 * sizeof(float) * pix + b->np * n * (s * sizeof(double) + 2 * sizeof(int32_t));
+}
+
+double desi_patch_bytes(const desi_batch_t *b)
+{
+	return windows_spots_bytes(b) + (double)desi_normal_doubles(b) * sizeof(double);
+}
+
+double desi_decorrelate_bytes(const desi_batch_t *b, size_t nrows)
+{
+	return windows_spots_bytes(b) + 2.0 * (double)desi_normal_doubles(b) * sizeof(double) +
+	       (double)nrows * sizeof(float);
+}

@@ -247,22 +247,42 @@ static void stitch_cpu(void *buffers[], void *cl_arg)
 }
 
 /* Patch and decorrelate tasks of a chunk: what their cost follows, the
- * unknowns of a patch (fibres x padded wavelengths) and the patches. */
+ * unknowns of a patch (fibres x padded wavelengths), its core fibres (the
+ * decorrelation's selected inverse and blocks) and the patches; so that
+ * the tasks of a footprint declare the same flops (extract.h). */
 static uint32_t chunk_footprint(struct starpu_task *task)
 {
+	const desi_batch_t *b = &((const struct desi_task_arg *)task->cl_arg)->ch->batch;
+	uint32_t h = starpu_hash_crc32c_be((uint32_t)b->p.nfib, 0);
+	h = starpu_hash_crc32c_be((uint32_t)b->p.nwave, h);
+	h = starpu_hash_crc32c_be((uint32_t)b->p.core_f0, h);
+	h = starpu_hash_crc32c_be((uint32_t)b->p.core_nf, h);
+	return starpu_hash_crc32c_be((uint32_t)b->np, h);
+}
+
+/* The size column of their models: the bytes the kernels move (extract.h),
+ * not the whole image they window into. */
+static size_t patch_size(struct starpu_task *task, unsigned nimpl)
+{
 	const struct desi_task_arg *a = task->cl_arg;
-	uint32_t h = starpu_hash_crc32c_be((uint32_t)a->ch->batch.p.nfib, 0);
-	h = starpu_hash_crc32c_be((uint32_t)a->ch->batch.p.nwave, h);
-	return starpu_hash_crc32c_be((uint32_t)a->ch->batch.np, h);
+	(void)nimpl;
+	return (size_t)desi_patch_bytes(&a->ch->batch);
+}
+
+static size_t decorrelate_size(struct starpu_task *task, unsigned nimpl)
+{
+	const struct desi_task_arg *a = task->cl_arg;
+	(void)nimpl;
+	return (size_t)desi_decorrelate_bytes(&a->ch->batch, a->ch->nrows);
 }
 
 SP_CODELET(spots_cl, "desi_spots", spots_cpu, SP_CUDA(spots_cuda), NULL, NULL, 4, STARPU_R, STARPU_W,
 	   STARPU_W, STARPU_W);
-SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), chunk_footprint, NULL, 6, STARPU_R,
-	   STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
+SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), chunk_footprint, patch_size, 6,
+	   STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 /* RW normal: the CUDA twin factors the matrices in place. */
 SP_CODELET(decor_cl, "desi_decorrelate", decorrelate_cpu, SP_CUDA(decorrelate_cuda),
-	   chunk_footprint, NULL, 7, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_RW,
+	   chunk_footprint, decorrelate_size, 7, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_RW,
 	   STARPU_W);
 /* Chunks of one subbundle write disjoint columns of its rows: any order. */
 SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R,
@@ -566,8 +586,12 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	*sl->arg = (struct desi_spots_arg){ j->ctx_spots, desi_psf_shape(j->psf),
 					    (size_t)ns * pl->nfullwave };
 	sp_taskctx_submitting(j->ctx_spots);
+	const desi_spot_shape_t sh = desi_psf_shape(j->psf);
+	const double flops = desi_spots_flops(2 * sh.hsizex + 1, 2 * sh.hsizey + 1, sh.ghdegx,
+					      sh.ghdegy, (size_t)ns * pl->nfullwave);
 	int ret = starpu_task_insert(&spots_cl, STARPU_R, sl->hparams, STARPU_W, sl->hspots, STARPU_W,
-				     sl->hxc, STARPU_W, sl->hyc, STARPU_CL_ARGS_NFREE, sl->arg,
+				     sl->hxc, STARPU_W, sl->hyc, STARPU_FLOPS, flops,
+				     STARPU_CL_ARGS_NFREE, sl->arg,
 				     sizeof *sl->arg, SP_TASK_ARGS(j->ctx_spots), 0);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
@@ -651,6 +675,7 @@ static int patch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 			ret = starpu_task_insert(&patch_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
 						 STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R,
 						 j->iv->ivar, STARPU_W, j->normals[ch->normal],
+						 STARPU_FLOPS, b->np * desi_patch_flops(&b->p),
 						 STARPU_CL_ARGS_NFREE, &ch->a_patch, sizeof ch->a_patch,
 						 SP_TASK_ARGS(j->ctx_patch), 0);
 		}
@@ -694,6 +719,7 @@ static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *
 		ret = starpu_task_insert(&decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc, STARPU_R,
 					 sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
 					 STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows,
+					 STARPU_FLOPS, ch->batch.np * desi_decorrelate_flops(&ch->batch.p),
 					 STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor,
 					 SP_TASK_ARGS(j->ctx_decor), 0);
 	}

@@ -50,9 +50,22 @@ static void zero_cpu(void *buffers[], void *cl_arg)
 	       STARPU_VECTOR_GET_NX(buffers[0]) * sizeof(int64_t));
 }
 
+/* StarPU submits the reduction's add tasks itself, without STARPU_FLOPS:
+ * their count goes on the running task, which StarPU records in the model
+ * once the function has returned.  (The zero codelet runs in no task of its
+ * own: StarPU calls it directly when it makes a worker's copy of w, so it
+ * has no model entry and must not touch the current task.) */
+static void add_declare_flops(size_t n)
+{
+	struct starpu_task *task = starpu_task_get_current();
+	if (task != NULL)
+		task->flops = jsync_add_flops((double)n);
+}
+
 static void add_cpu(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
+	add_declare_flops(STARPU_VECTOR_GET_NX(buffers[0]));
 	int64_t *dst = (int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	const int64_t *src = (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
 	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
@@ -103,6 +116,7 @@ static void zero_cuda(void *buffers[], void *cl_arg)
 static void add_cuda(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
+	add_declare_flops(STARPU_VECTOR_GET_NX(buffers[0]));
 	if (jsync_add_cuda((int64_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			   (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			   (int64_t)STARPU_VECTOR_GET_NX(buffers[0]), stream()) != 0) {
@@ -112,15 +126,45 @@ static void add_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
+/* The size column of the models: the bytes the kernels move (jsync_glue.h),
+ * for the footprint's triplet count in the chunk tasks. */
+static size_t matvec_size_base(struct starpu_task *task, unsigned nimpl)
+{
+	(void)nimpl;
+	const jsync_chunk_arg_t *a = task->cl_arg;
+	return (size_t)jsync_matvec_bytes(jsync_chunk_model_triplets(a->ntriplets));
+}
+
+static size_t fused_size_base(struct starpu_task *task, unsigned nimpl)
+{
+	(void)nimpl;
+	const jsync_chunk_arg_t *a = task->cl_arg;
+	return (size_t)jsync_fused_bytes(jsync_chunk_model_triplets(a->ntriplets));
+}
+
+static size_t zero_size_base(struct starpu_task *task, unsigned nimpl)
+{
+	(void)nimpl;
+	return (size_t)jsync_zero_bytes(starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0)));
+}
+
+static size_t add_size_base(struct starpu_task *task, unsigned nimpl)
+{
+	(void)nimpl;
+	return (size_t)jsync_add_bytes(starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0)));
+}
+
 SP_CODELET(matvec_cl, "jsync_matvec", matvec_cpu, SP_CUDA(matvec_cuda), jsync_chunk_footprint,
-	   jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
+	   matvec_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
 SP_CODELET(fused_cl, "jsync_matvec_fused", fused_cpu, SP_CUDA(fused_cuda), jsync_chunk_footprint,
-	   jsync_chunk_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
+	   fused_size_base, 3, STARPU_R, STARPU_R, STARPU_REDUX);
 
-SP_CODELET(zero_cl, "jsync_zero", zero_cpu, SP_CUDA(zero_cuda), NULL, NULL, 1, STARPU_W);
+SP_CODELET(zero_cl, "jsync_zero", zero_cpu, SP_CUDA(zero_cuda), NULL, zero_size_base, 1,
+	   STARPU_W);
 
-SP_CODELET(add_cl, "jsync_add", add_cpu, SP_CUDA(add_cuda), NULL, NULL, 2, STARPU_RW, STARPU_R);
+SP_CODELET(add_cl, "jsync_add", add_cpu, SP_CUDA(add_cuda), NULL, add_size_base, 2, STARPU_RW,
+	   STARPU_R);
 
 /* jsync.power's parameters, parsed once when the graph is loaded (start is
  * a path that may hold per-item variables: sp_item_param()). */
@@ -258,15 +302,18 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		starpu_data_release(wh);
 
 		for (size_t c = 0; c < t->nchunks && ret == 0; c++) {
+			double m = jsync_chunk_model_triplets(args[c].ntriplets);
 			sp_taskctx_submitting(ctx);
 			if (t->recompute)
 				ret = starpu_task_insert(&fused_cl, STARPU_R, t->rijs->h, STARPU_R, vh,
-							 STARPU_REDUX, wh, STARPU_CL_ARGS_NFREE, &args[c],
-							 sizeof args[c], SP_TASK_ARGS(ctx), 0);
+							 STARPU_REDUX, wh, STARPU_FLOPS,
+							 jsync_fused_flops(m), STARPU_CL_ARGS_NFREE,
+							 &args[c], sizeof args[c], SP_TASK_ARGS(ctx), 0);
 			else
 				ret = starpu_task_insert(&matvec_cl, STARPU_R, t->h[c], STARPU_R, vh,
-							 STARPU_REDUX, wh, STARPU_CL_ARGS_NFREE, &args[c],
-							 sizeof args[c], SP_TASK_ARGS(ctx), 0);
+							 STARPU_REDUX, wh, STARPU_FLOPS,
+							 jsync_matvec_flops(m), STARPU_CL_ARGS_NFREE,
+							 &args[c], sizeof args[c], SP_TASK_ARGS(ctx), 0);
 		}
 		if (ret != 0) {
 			ret = sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",

@@ -17,10 +17,24 @@ uint32_t jsync_chunk_footprint(struct starpu_task *task)
 	return ((uint32_t)lg << 8) ^ mant;
 }
 
-size_t jsync_chunk_size_base(struct starpu_task *task, unsigned nimpl)
+double jsync_chunk_model_triplets(int64_t ntriplets)
+{
+	uint64_t n = (uint64_t)ntriplets;
+	int lg = 63 - __builtin_clzll(n | 1);
+	if (lg < 5)
+		return (double)n; /* buckets of one count */
+	/* jsync_chunk_footprint()'s bucket: the counts sharing the top 5 bits */
+	uint64_t w = (uint64_t)1 << (lg - 4), lo = n & ~(w - 1);
+	return (double)lo + (double)(w - 1) / 2;
+}
+
+/* The size column of jsync_best's model: the bytes its kernel moves for
+ * the footprint's triplet count (jsync_glue.h). */
+static size_t best_size_base(struct starpu_task *task, unsigned nimpl)
 {
 	(void)nimpl;
-	return (size_t)((const jsync_chunk_arg_t *)task->cl_arg)->ntriplets;
+	const jsync_chunk_arg_t *a = task->cl_arg;
+	return (size_t)jsync_best_bytes(jsync_chunk_model_triplets(a->ntriplets));
 }
 
 static void best_cpu(void *buffers[], void *cl_arg)
@@ -46,7 +60,7 @@ static void best_cuda(void *buffers[], void *cl_arg)
 #endif
 
 SP_CODELET(best_cl, "jsync_best", best_cpu, SP_CUDA(best_cuda), jsync_chunk_footprint,
-	   jsync_chunk_size_base, 2, STARPU_R, STARPU_W);
+	   best_size_base, 2, STARPU_R, STARPU_W);
 
 static void triplets_free(sp_value_t *v)
 {
@@ -150,9 +164,10 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		/* No home buffer: StarPU allocates the choices where the tasks run. */
 		starpu_vector_data_register(&t->h[c], -1, 0, (uint32_t)nb, 1);
 		sp_taskctx_submitting(ctx);
+		double flops = jsync_best_flops(jsync_chunk_model_triplets(t->args[c].ntriplets));
 		int ret = starpu_task_insert(&best_cl, STARPU_R, r->h, STARPU_W, t->h[c],
-					     STARPU_CL_ARGS_NFREE, &t->args[c], sizeof t->args[c],
-					     SP_TASK_ARGS(ctx), 0);
+					     STARPU_FLOPS, flops, STARPU_CL_ARGS_NFREE, &t->args[c],
+					     sizeof t->args[c], SP_TASK_ARGS(ctx), 0);
 		if (ret != 0)
 			return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",
 					     sp_item_path(item), ret);
