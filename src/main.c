@@ -640,6 +640,10 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.progress = !c->quiet && rank0; /* MPI: rank 0's progress only */
 #ifdef SP_SIMGRID
 	conf.progress = 0; /* its timed waits are real time, not simulated */
+	/* A SimGrid StarPU built --with-fxt writes an FxT trace of every run
+	 * (~100 MB for a DESI batch) and slows it down: only on request
+	 * (STARPU_FXT_TRACE=1, STARPU_FXT_PREFIX=DIR; doc/tuning.md). */
+	setenv("STARPU_FXT_TRACE", "0", 0);
 #endif
 	conf.progress_period = c->progress_every;
 	conf.trace = c->trace != NULL || c->tasks != NULL;
