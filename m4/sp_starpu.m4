@@ -45,7 +45,9 @@ AC_ARG_WITH([starpu-simgrid],
 	[sp_sim_prefix=$withval], [sp_sim_prefix=no])
 STARPU_SIM_CFLAGS=
 STARPU_SIM_LIBS=
+STARPU_SIM_PREFIX=
 AS_IF([test "x$sp_sim_prefix" != xno], [
+	STARPU_SIM_PREFIX=$sp_sim_prefix
 	sp_sim_pc=
 	for d in "$sp_sim_prefix/lib/pkgconfig" "$sp_sim_prefix/lib/x86_64-linux-gnu/pkgconfig" \
 		 "$sp_sim_prefix/lib64/pkgconfig"; do
@@ -70,5 +72,6 @@ AS_IF([test -n "$STARPU_SIM_LIBS"], [sp_sim_summary="yes (SimGrid StarPU in $sp_
 	[sp_sim_summary="no (--with-starpu-simgrid=PREFIX)"])
 AC_SUBST([STARPU_SIM_CFLAGS])
 AC_SUBST([STARPU_SIM_LIBS])
+AC_SUBST([STARPU_SIM_PREFIX])
 AM_CONDITIONAL([HAVE_SIMGRID], [test -n "$STARPU_SIM_LIBS"])
 ])
