@@ -140,7 +140,8 @@ sp_status_t *sp_item_status(sp_item_t *item);
  * ${index} expanded (malloc'd; NULL on ENOMEM). */
 char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name);
 
-/* Adds a figure to the item's section of the run report (JSON number). */
+/* Adds a figure to the item's section of the run report (JSON number); a key
+ * reported again keeps its last value. */
 void sp_item_report_num(sp_item_t *item, const char *key, double value);
 
 /* starpipe-sim: how many times a data-dependent loop runs in the simulated

@@ -224,10 +224,15 @@ char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char 
 void sp_item_report_num(sp_item_t *item, const char *key, double value)
 {
 	starpu_pthread_mutex_lock(&item->lock);
-	if (item->nreport < SP__MAXREPORT) {
-		snprintf(item->report[item->nreport].key, sizeof item->report[0].key, "%s", key);
-		item->report[item->nreport].value = value;
-		item->nreport++;
+	size_t k = 0;
+	/* a key reported again replaces its value: a JSON object's keys are unique */
+	while (k < item->nreport && strncmp(item->report[k].key, key, sizeof item->report[0].key) != 0)
+		k++;
+	if (k < SP__MAXREPORT) {
+		snprintf(item->report[k].key, sizeof item->report[0].key, "%s", key);
+		item->report[k].value = value;
+		if (k == item->nreport)
+			item->nreport++;
 	}
 	starpu_pthread_mutex_unlock(&item->lock);
 }

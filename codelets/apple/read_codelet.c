@@ -15,9 +15,23 @@ static void read_cpu(void *buffers[], void *cl_arg)
 	sp_err_t err = { 0 };
 	if (sp_status_failed(a->ctx->status))
 		return;
-	if (apple_mrc_read_f32(a->v->path, &a->v->hdr, (float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-			       &err) != 0)
+	float *px = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	if (apple_mrc_read_f32(a->v->path, &a->v->hdr, px, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
+		return;
+	}
+	/* A blank micrograph (every pixel the same: a detector or a transfer
+	 * fault) has nothing to pick: every window's features are equal, the
+	 * classification comes out uniform and APPLE would retrain in vain
+	 * (minutes at 4k).  Said at once, as the item's failure. */
+	const size_t n = (size_t)a->v->hdr.nx * (size_t)a->v->hdr.ny;
+	size_t i = 1;
+	while (i < n && px[i] == px[0])
+		i++;
+	if (n > 0 && i == n)
+		sp_status_set(a->ctx->status, SP_EINVAL,
+			      "%s: the micrograph is blank (every pixel is %g): nothing to pick",
+			      a->v->path, (double)px[0]);
 }
 
 /* File I/O runs on CPU workers only. */
