@@ -372,3 +372,11 @@ int sp_check_regular(const char *path, sp_err_t *err)
 	close(fd);
 	return 0;
 }
+
+int sp_write_memstream_atomic(const char *path, FILE *f, char *const *text, const size_t *len,
+			      sp_err_t *err)
+{
+	if (fclose(f) != 0 || *text == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	return sp_write_file_atomic(path, *text, *len, err);
+}

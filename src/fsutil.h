@@ -69,6 +69,11 @@ int sp_write_file_into(const char *tmp, const char *label, const void *data, siz
  * untouched. */
 int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_t *err);
 
+/* Closes f, an open_memstream() over *text and *len, and writes what it
+ * holds to path with sp_write_file_atomic().  The caller frees *text. */
+int sp_write_memstream_atomic(const char *path, FILE *f, char *const *text, const size_t *len,
+			      sp_err_t *err);
+
 /* Opens an input file read-only, refusing anything but a regular file: the
  * open is non-blocking (a FIFO cannot hang it), the type comes from fstat
  * of the open descriptor, and O_NONBLOCK is cleared before returning.

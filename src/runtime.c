@@ -862,11 +862,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 		fprintf(f, "bound_tasks\t%zu\nbound_measured_tasks\t%zu\nbound_dependencies\t%zu\n",
 			b.ntasks, b.nmeasured, b.nedges);
 	}
-	if (fclose(f) != 0) {
-		free(text);
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	}
-	int ret = sp_write_file_atomic(path, text, len, err);
+	int ret = sp_write_memstream_atomic(path, f, &text, &len, err);
 	free(text);
 	return ret;
 }
@@ -888,11 +884,7 @@ int sp_runtime_write_tasks(const char *path, sp_err_t *err)
 			(r->start_us - rt.first_start_us) * 1e-6, (r->end_us - rt.first_start_us) * 1e-6);
 	}
 	starpu_pthread_mutex_unlock(&rt.lock);
-	if (fclose(f) != 0) {
-		free(text);
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	}
-	int ret = sp_write_file_atomic(path, text, len, err);
+	int ret = sp_write_memstream_atomic(path, f, &text, &len, err);
 	free(text);
 	return ret;
 }

@@ -400,12 +400,8 @@ static int write_csv(const tune_t *t)
 			fputc(',', f), csv_field(f, fig(r, t->cols[c]));
 		fputc('\n', f);
 	}
-	if (fclose(f) != 0) {
-		free(text);
-		return -1;
-	}
 	snprintf(path, sizeof path, "%s/results.csv", t->out);
-	int rc = sp_write_file_atomic(path, text, len, &err);
+	int rc = sp_write_memstream_atomic(path, f, &text, &len, &err);
 	if (rc != 0)
 		fprintf(stderr, "starpipe tune: %s\n", err.msg);
 	free(text);
@@ -1043,13 +1039,13 @@ int sp_tune_main(int argc, char **argv, const char *exe)
 	FILE *f = open_memstream(&text, &len);
 	if (f != NULL) {
 		write_summary(&t, s, f);
-		fclose(f);
 		snprintf(path, sizeof path, "%s/summary.txt", t.out);
-		if (sp_write_file_atomic(path, text, len, &err) != 0) {
+		if (sp_write_memstream_atomic(path, f, &text, &len, &err) != 0) {
 			fprintf(stderr, "starpipe tune: %s\n", err.msg);
 			failed = 1;
 		}
-		fputs(text, stdout);
+		if (text != NULL)
+			fputs(text, stdout);
 		free(text);
 	}
 	if (plots(&t, s) != 0)
