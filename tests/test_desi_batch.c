@@ -1,4 +1,7 @@
-/* Unit tests of desi_extract_batch_cpu() against the single-patch kernels and the reference patch. */
+/* Unit tests of desi_extract_batch_cpu() against the single-patch kernels and the reference patch.
+ * The batch driver reads each patch's spots and corners in place in the
+ * bundle's arrays (desi_patch_t.fstride); expected_rows() copies them into a
+ * patch's own arrays first, so the strided addressing is checked bit for bit. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif

@@ -28,12 +28,25 @@ typedef struct desi_patch {
 	int ndiag;        /* resolution half-width (HSIZEY = 5): 2 ndiag + 1 diagonals */
 	double regularize;
 	double psferr;
+	int fstride;      /* columns from one fibre's spots/xc/yc to the next's (0: nwave) */
 } desi_patch_t;
 
 static inline int desi_patch_n(const desi_patch_t *p) { return p->nfib * p->nwave; }
 
+/* Where column j (fibre-major) sits in the spots/xc/yc arrays the CPU
+ * kernels are given: j itself for a patch's own arrays (fstride 0 or
+ * nwave); inside a bundle's arrays (fstride = its nfullwave, the pointers
+ * at the patch's first spot) the same column without copying them. */
+static inline size_t desi_patch_col(const desi_patch_t *p, int j)
+{
+	if (p->fstride == 0 || p->fstride == p->nwave)
+		return (size_t)j;
+	return (size_t)(j / p->nwave) * (size_t)p->fstride + (size_t)(j % p->nwave);
+}
+
 /* Step 1-2: iCov = A'NA (+ regularisation), y = A'Np, fluxweight = A'N1.
- * spots [nfib][nwave][sy][sx], xc/yc [nfib][nwave]; pix/ivar [ny][nx].
+ * spots [nfib][nwave][sy][sx], xc/yc [nfib][nwave] (or fibre rows fstride
+ * apart, see desi_patch_col()); pix/ivar [ny][nx].
  * icov [n][n] (full symmetric), y [n], fluxweight [n] (before
  * regularisation, as the reference reports it). */
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,

@@ -11,8 +11,9 @@
  * graph stages: desi_patch_batch_cpu() builds every patch's normal
  * equations (A'NA, A'Np, A'N1) into one buffer; desi_decorrelate_batch_cpu()
  * solves, decorrelates, computes chi2 and writes the cores into the frame
- * rows.  Per patch each phase gathers the patch's spots and corners out of
- * the bundle's arrays (fibre stride nfullwave) and copies the pixel window
+ * rows.  The kernels read a patch's spots and corners in place in the
+ * bundle's arrays (desi_patch_t.fstride = nfullwave: no copy, the CUDA
+ * kernels' addressing); per patch each phase copies only the pixel window
  * out of the float image as doubles (cheap next to the n^3 solve).  The
  * work buffers are sized once for the largest window and allocated once
  * per call (one call per task), never per patch.  The doubles are exactly what a caller of the single-patch
@@ -46,23 +47,23 @@ static void zero_core(const desi_batch_t *b, int w0, int cnw, float *rows)
 			       (size_t)cnw * sizeof *rows);
 }
 
-/* Per-call buffers: the largest window, one patch's spots, corners and
- * kernel work space, the core arrays. */
+/* Per-call buffers: the largest window, the kernels' work space, the core
+ * arrays; and the current patch's spots and corners (in the bundle's). */
 struct batch_bufs {
 	desi_patch_t big;
 	size_t npix_max;
-	double *buf, *pspots, *wpix, *wivar, *core, *work;
-	int32_t *pxc, *pyc;
+	double *buf, *wpix, *wivar, *core, *work;
+	const double *pspots;
+	const int32_t *pxc, *pyc;
 };
 
 /* full: also the core arrays and the kernels' work space (the decorrelate
- * phase); the patch phase needs only the spots, corners and window. */
+ * phase); the patch phase needs only the window. */
 static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 {
 	const desi_patch_t *cp = &b->p;
-	const int nfib = cp->nfib, nw = cp->nwave, n = nfib * nw;
+	const int nw = cp->nwave;
 	const int nd = 2 * cp->ndiag + 1;
-	const size_t ss = (size_t)cp->sy * (size_t)cp->sx;
 
 	/* Largest window, and the core length every patch's arrays allow. */
 	B->big = *cp;
@@ -81,55 +82,44 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	B->big.core_nw = nw - cp->core_w0; /* >= any patch's core_nw */
 	const size_t ncore = full ? (size_t)cp->core_nf * (size_t)B->big.core_nw : 0;
 	const size_t nwork = full ? desi_extract_work_size(&B->big) : 0;
-	const size_t ndoubles = (size_t)n * ss +            /* spots */
-				2 * B->npix_max +           /* pix, ivar */
+	const size_t ndoubles = 2 * B->npix_max +           /* pix, ivar */
 				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
 				nwork;
-	B->buf = malloc(ndoubles * sizeof *B->buf);
-	B->pxc = malloc(2 * (size_t)n * sizeof *B->pxc);
-	if (B->buf == NULL || B->pxc == NULL) {
-		free(B->buf);
-		free(B->pxc);
+	B->buf = malloc((ndoubles > 0 ? ndoubles : 1) * sizeof *B->buf);
+	if (B->buf == NULL)
 		return -1;
-	}
-	B->pspots = B->buf;
-	B->wpix = B->pspots + (size_t)n * ss;
+	B->wpix = B->buf;
 	B->wivar = B->wpix + B->npix_max;
 	B->core = B->wivar + B->npix_max;
 	B->work = B->core + ncore * (4 + (size_t)nd);
-	B->pyc = B->pxc + n;
 	return 0;
 }
 
 static void bufs_free(struct batch_bufs *B)
 {
 	free(B->buf);
-	free(B->pxc);
 }
 
-/* Patch i's geometry, spots, corners and pixel window into B; returns its desi_patch_t. */
+/* Patch i's geometry and pixel window into B, and where its spots and
+ * corners start in the bundle's arrays; returns its desi_patch_t. */
 static desi_patch_t gather_patch(const desi_batch_t *b, int i, const double *spots,
 				 const int32_t *xc, const int32_t *yc, const float *img,
 				 const float *ivar, struct batch_bufs *B)
 {
 	const desi_patch_t *cp = &b->p;
-	const int nfib = cp->nfib, nw = cp->nwave;
 	const size_t ss = (size_t)cp->sy * (size_t)cp->sx;
+	const size_t first = (size_t)b->fib0 * (size_t)b->nfullwave + (size_t)b->w0[i];
 	desi_patch_t p = *cp;
-	const int w0 = b->w0[i];
 
 	p.ymin = b->ymin[i];
 	p.xmin = b->xmin[i];
 	p.ny = b->ny[i] > 0 ? b->ny[i] : 0;
 	p.nx = b->nx[i] > 0 ? b->nx[i] : 0;
 	p.core_nw = b->core_nw[i];
-	for (int f = 0; f < nfib; f++) {
-		const size_t src = (size_t)(b->fib0 + f) * (size_t)b->nfullwave + (size_t)w0;
-		memcpy(B->pspots + (size_t)f * nw * ss, spots + src * ss,
-		       (size_t)nw * ss * sizeof *spots);
-		memcpy(B->pxc + (size_t)f * nw, xc + src, (size_t)nw * sizeof *B->pxc);
-		memcpy(B->pyc + (size_t)f * nw, yc + src, (size_t)nw * sizeof *B->pyc);
-	}
+	p.fstride = b->nfullwave;
+	B->pspots = spots + first * ss;
+	B->pxc = xc + first;
+	B->pyc = yc + first;
 	copy_window(b, &p, img, ivar, B->wpix, B->wivar);
 	return p;
 }

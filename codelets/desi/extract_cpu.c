@@ -37,8 +37,6 @@
  * malloc a transposed copy (the kernels must not allocate).
  */
 
-/* Clipped rectangle of column (f, w) in window coordinates: rows
- * [*y0, *y1), columns [*x0, *x1); *oy, *ox: window pixel of spot [0][0]. */
 /* The patch's window for desi_kern.h. */
 static dsk_win_t win_of(const desi_patch_t *p)
 {
@@ -46,7 +44,10 @@ static dsk_win_t win_of(const desi_patch_t *p)
 	return w;
 }
 
-static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc, int j, int *y0,
+/* Clipped rectangle of the column at array index j (desi_patch_col()) in
+ * window coordinates: rows [*y0, *y1), columns [*x0, *x1); *oy, *ox: window
+ * pixel of spot [0][0]. */
+static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc, size_t j, int *y0,
 		    int *y1, int *x0, int *x1, int *oy, int *ox)
 {
 	dsk_win_t w = win_of(p);
@@ -61,6 +62,16 @@ static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc,
 	return in;
 }
 
+/* The array index of the column after column c (wavelength w of its fibre). */
+static inline size_t next_col(size_t c, int *w, int m, size_t skip)
+{
+	if (++*w == m) {
+		*w = 0;
+		return c + skip;
+	}
+	return c + 1;
+}
+
 /* The arithmetic is desi_kern.h's, shared with k_normal and k_regularise;
  * the loops skip the pairs whose rectangles cannot meet. */
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
@@ -71,21 +82,27 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 	const size_t ss = (size_t)p->sy * (size_t)p->sx;
 	const dsk_win_t w = win_of(p);
 
+	/* the next fibre's first column is fstride - m + 1 after a fibre's last */
+	const int m = p->nwave;
+	const size_t skip = (p->fstride > m ? (size_t)(p->fstride - m) : 0) + 1;
+
 	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
 	for (int j1 = 0; j1 < n; j1++) {
 		dsk_rect_t a;
-		const double *s1 = spots + (size_t)j1 * ss;
+		const size_t c1 = desi_patch_col(p, j1);
+		const double *s1 = spots + c1 * ss;
 
 		y[j1] = 0.0;
 		fluxweight[j1] = 0.0;
-		if (!dsk_rect(&w, xc[j1], yc[j1], &a))
+		if (!dsk_rect(&w, xc[c1], yc[c1], &a))
 			continue;
 		y[j1] = dsk_column_sums(s1, &a, sx, pix, ivar, nx, &fluxweight[j1]);
-		for (int j2 = j1; j2 < n; j2++) {
+		size_t c2 = c1;
+		for (int j2 = j1, w2 = j1 % m; j2 < n; j2++, c2 = next_col(c2, &w2, m, skip)) {
 			dsk_rect_t b;
-			if (!dsk_rect(&w, xc[j2], yc[j2], &b))
+			if (!dsk_rect(&w, xc[c2], yc[c2], &b))
 				continue;
-			double acc = dsk_pair_sum(s1, &a, spots + (size_t)j2 * ss, &b, sx, ivar, nx);
+			double acc = dsk_pair_sum(s1, &a, spots + c2 * ss, &b, sx, ivar, nx);
 			icov[(size_t)j1 * n + j2] = acc;
 			icov[(size_t)j2 * n + j1] = acc;
 		}
@@ -330,9 +347,10 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 	memset(model, 0, npix * sizeof *model);
 	for (int j = 0; j < n; j++) {
 		int y0, y1, x0, x1, oy, ox;
-		if (x[j] == 0.0 || !col_rect(p, xc, yc, j, &y0, &y1, &x0, &x1, &oy, &ox))
+		const size_t cj = desi_patch_col(p, j);
+		if (x[j] == 0.0 || !col_rect(p, xc, yc, cj, &y0, &y1, &x0, &x1, &oy, &ox))
 			continue;
-		const double *s = spots + (size_t)j * ss;
+		const double *s = spots + cj * ss;
 		for (int r = y0; r < y1; r++)
 			for (int c = x0; c < x1; c++)
 				model[r * nx + c] += x[j] * s[(r - oy) * sx + (c - ox)];
@@ -340,7 +358,7 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 	for (size_t i = 0; i < npix; i++)
 		dsk_chi2_from_model(model[i], pix[i], ivar[i], p->psferr, &chi2[i], &tpos[i]);
 	const dsk_win_t w = win_of(p);
-	const dsk_cols_t cols = { spots, xc, yc, 0, p->nwave, 0, p->nwave };
+	const dsk_cols_t cols = { spots, xc, yc, 0, p->fstride > 0 ? p->fstride : p->nwave, 0, p->nwave };
 	for (int fc = 0; fc < p->core_nf; fc++)
 		for (int wc = 0; wc < p->core_nw; wc++) {
 			const int j = (p->core_f0 + fc) * p->nwave + p->core_w0 + wc;
