@@ -14,6 +14,7 @@
 
 #include "../src/rng.h"
 #include "../codelets/desi/fitskey.h"
+#include "../codelets/desi/plan.h"
 #include "../codelets/desi/psf.h"
 #include "toolutil.h"
 
@@ -58,8 +59,9 @@ static const char usage_text[] =
 	"fibres S .. S+N-1 (default 0, 500) through the GaussHermite PSF, and\n"
 	"records their true spectra (TRUTH [N][nwave padded], electrons per bin;\n"
 	"TRUEWAVE) on the extraction's padded grid: WMIN - P*DW .. WMAX + (P+X)*DW.\n"
-	"Defaults: --wave 5760,7620,0.8 --rdnoise 3.0 --wavepad 12\n"
-	"--wavepad-extra 50 -s 1.\n";
+	"Defaults: --wave the PSF's range as the extraction's default grid\n"
+	"(ceil(wmin_all),floor(wmax_all),0.8; DESI's r grid is 5760,7620,0.8),\n"
+	"--rdnoise 3.0 --wavepad 12 --wavepad-extra 50 -s 1.\n";
 
 #define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-desi-sim", usage_text, fmt, arg)
 
@@ -413,7 +415,7 @@ static int write_file(sim_t *s)
 
 int main(int argc, char **argv)
 {
-	sim_t s = { .wmin = 5760, .wmax = 7620, .dw = 0.8, .rdnoise = 3.0, .specmin = 0,
+	sim_t s = { .wmin = 0, .wmax = 0, .dw = 0.8, .rdnoise = 3.0, .specmin = 0,
 		    .nspec = 500, .noise = 1, .wavepad = 12, .extra = 50, .seed = 1 };
 	double x;
 	sp_err_t err = { 0, "" };
@@ -487,9 +489,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	psf_camera(s.psf_path, s.camera, 16);
-	/* The grid as the extraction builds it: wmin + dw [0, 1, ...] up to
-	 * wmax inclusive (with a rounding allowance). */
-	s.nwave = (int)floor((s.wmax - s.wmin) / s.dw + 1e-6) + 1;
+	/* The grid as the extraction builds it, by default over the PSF's range. */
+	if (desi_psf_default_grid(s.psf, &s.wmin, &s.wmax) != 0 || !(s.wmax >= s.wmin)) {
+		fprintf(stderr, "starpipe-desi-sim: %s: no wavelength range from its YTRACE; "
+			"give --wave\n", s.psf_path);
+		desi_psf_free(&s.psf);
+		return 1;
+	}
+	s.nwave = desi_grid_len(s.wmin, s.wmax, s.dw);
 	s.npad = s.nwave + 2 * s.wavepad + s.extra;
 	s.ny = s.psf->npix_y;
 	s.nx = s.psf->npix_x;

@@ -473,7 +473,14 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 	const struct spots_params *sp = st->typed;
 	desi_plan_t *pl = &j->plan;
-	if (desi_plan_init(pl, sp->wmin, sp->wmax, sp->dw, (int)sp->specmin, (int)sp->nspec,
+	/* desispec's default grid: the wavelengths every fibre's trace has on
+	 * the CCD, rounded inwards to whole Angstroms. */
+	double wmin = sp->wmin, wmax = sp->wmax;
+	if (desi_psf_default_grid(psf, &wmin, &wmax) != 0)
+		return sp_status_set(status, SP_EINVAL,
+				     "%s: cannot invert the PSF's YTRACE to find its wavelength range; "
+				     "set wmin and wmax", pv->path);
+	if (desi_plan_init(pl, wmin, wmax, sp->dw, (int)sp->specmin, (int)sp->nspec,
 			   (int)sp->bundlesize, (int)sp->nsubbundles, (int)sp->nwavestep,
 			   (int)sp->wavepad, sp->wavepad_frac, sp->pixpad_frac, msg, sizeof msg) != 0)
 		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
@@ -791,9 +798,11 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 
 #define SPOT(f) SP_AT(struct spots_params, f)
 static const sp_param_spec_t spots_params[] = {
-	{ "wmin", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "first wavelength of the output grid (A)",
+	{ "wmin", SP_PT_FLOAT, "0", 0, 20000, NULL,
+	  "first wavelength of the output grid (A); 0: ceil of the PSF's wmin_all, as desispec",
 	  SPOT(wmin) },
-	{ "wmax", SP_PT_FLOAT, NULL, 1000, 20000, NULL, "last wavelength of the grid, inclusive (A)",
+	{ "wmax", SP_PT_FLOAT, "0", 0, 20000, NULL,
+	  "last wavelength of the grid, inclusive (A); 0: floor of the PSF's wmax_all, as desispec",
 	  SPOT(wmax) },
 	{ "dw", SP_PT_FLOAT, "0.8", 0.01, 100, NULL, "wavelength step (A)", SPOT(dw) },
 	{ "specmin", SP_PT_INT, "0", 0, 10000, NULL, "first spectrum (fibre) to extract",

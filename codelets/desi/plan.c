@@ -4,6 +4,13 @@
 #include <math.h>
 #include <stdio.h>
 
+int desi_grid_len(double wmin, double wmax, double dw)
+{
+	/* numpy's arange length, ceil((stop - start) / step) with stop = wmax +
+	 * dw/2: every wmin + dw i < wmax + dw/2. */
+	return (int)ceil((wmax + dw / 2.0 - wmin) / dw);
+}
+
 int desi_plan_init(desi_plan_t *p, double wmin, double wmax, double dw, int specmin, int nspec,
 		   int bundlesize, int nsubbundles, int nwavestep, int wavepad, double wavepad_frac,
 		   double pixpad_frac, char *msg, int msglen)
@@ -23,8 +30,7 @@ int desi_plan_init(desi_plan_t *p, double wmin, double wmax, double dw, int spec
 	p->wmin = wmin;
 	p->wmax = wmax;
 	p->dw = dw;
-	/* wmin + dw*i up to wmax inclusive, robust to wmax sitting on the grid. */
-	p->nwave = (int)floor((wmax - wmin) / dw + 1e-6) + 1;
+	p->nwave = desi_grid_len(wmin, wmax, dw);
 	p->wavepad = wavepad + (int)(wavepad * wavepad_frac);
 	p->nwavestep = nwavestep;
 	p->nfullwave = p->nwave + 2 * p->wavepad + nwavestep;

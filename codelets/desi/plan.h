@@ -28,6 +28,10 @@ typedef struct desi_plan {
 
 /* Fills the plan; returns 0 or -1 with a reason in msg (e.g. wmax < wmin,
  * nsubbundles > bundlesize). */
+/* Length of the output grid wmin + dw i, as the references'
+ * numpy.arange(wmin, wmax + dw/2, dw): wmax is included when on the grid. */
+int desi_grid_len(double wmin, double wmax, double dw);
+
 int desi_plan_init(desi_plan_t *p, double wmin, double wmax, double dw, int specmin, int nspec,
 		   int bundlesize, int nsubbundles, int nwavestep, int wavepad, double wavepad_frac,
 		   double pixpad_frac, char *msg, int msglen);

@@ -94,6 +94,62 @@ void desi_psf_xy(const desi_psf_t *psf, int f, double w, double *x, double *y)
 	*y = legval(leg_arg(w, psf->ywmin, psf->ywmax), psf->ycoef + (size_t)f * psf->ncy, psf->ncy);
 }
 
+double desi_psf_wave_at_row(const desi_psf_t *psf, int f, double y)
+{
+	double x, w0 = psf->ywmin, w1 = psf->ywmax, y0, y1;
+
+	desi_psf_xy(psf, f, w0, &x, &y0);
+	desi_psf_xy(psf, f, w1, &x, &y1);
+	for (int it = 0; it < 100; it++) {
+		if (!(y1 != y0) || !isfinite(y0) || !isfinite(y1))
+			return NAN;
+		double w2 = w1 + (y - y1) * (w1 - w0) / (y1 - y0);
+		if (fabs(w2 - w1) < 1e-9)
+			return w2;
+		w0 = w1;
+		y0 = y1;
+		w1 = w2;
+		desi_psf_xy(psf, f, w1, &x, &y1);
+	}
+	return NAN;
+}
+
+int desi_psf_wave_range(const desi_psf_t *psf, double *wmin_all, double *wmax_all)
+{
+	double lo = -INFINITY, hi = INFINITY;
+
+	for (int f = 0; f < psf->nfib; f++) {
+		double a = desi_psf_wave_at_row(psf, f, 0.0);
+		double b = desi_psf_wave_at_row(psf, f, (double)psf->npix_y - 1.0);
+		if (isnan(a) || isnan(b)) {
+			*wmin_all = *wmax_all = NAN;
+			return -1;
+		}
+		if (a > lo)
+			lo = a;
+		if (b < hi)
+			hi = b;
+	}
+	*wmin_all = lo;
+	*wmax_all = hi;
+	return 0;
+}
+
+int desi_psf_default_grid(const desi_psf_t *psf, double *wmin, double *wmax)
+{
+	double lo, hi;
+
+	if (*wmin != 0 && *wmax != 0)
+		return 0;
+	if (desi_psf_wave_range(psf, &lo, &hi) != 0)
+		return -1;
+	if (*wmin == 0)
+		*wmin = ceil(lo);
+	if (*wmax == 0)
+		*wmax = floor(hi);
+	return 0;
+}
+
 void desi_psf_params(const desi_psf_t *psf, int f0, int nf, const double *waves, int nw,
 		     double *params)
 {

@@ -49,6 +49,23 @@ void desi_psf_free(desi_psf_t **psf);
 /* Trace position of fibre f at wavelength w. */
 void desi_psf_xy(const desi_psf_t *psf, int f, double w, double *x, double *y);
 
+/* Wavelength of fibre f's trace at CCD row y (the YTRACE polynomial
+ * inverted by the secant method to 1e-9 A; extrapolated outside its
+ * WAVEMIN..WAVEMAX as the polynomial is); NaN if it does not converge. */
+double desi_psf_wave_at_row(const desi_psf_t *psf, int f, double y);
+
+/* The wavelengths every fibre of the PSF covers, as specter's
+ * PSF.wmin_all / wmax_all: the largest wavelength at row 0 and the
+ * smallest at row npix_y - 1 over all fibres.  0, or -1 (NaN) if a trace
+ * cannot be inverted.  desispec's default grid is ceil(wmin_all) ..
+ * floor(wmax_all). */
+int desi_psf_wave_range(const desi_psf_t *psf, double *wmin_all, double *wmax_all);
+
+/* desispec's default output grid ends: a *wmin of 0 becomes
+ * ceil(wmin_all), a *wmax of 0 floor(wmax_all); others are kept.  0, or -1
+ * when a 0 needs the range and desi_psf_wave_range() fails. */
+int desi_psf_default_grid(const desi_psf_t *psf, double *wmin, double *wmax);
+
 /* Number of doubles per (fibre, wavelength) in a spot-parameter array:
  * X, Y, GHSIGX, GHSIGY, then the GH-i-j coefficients, i major. */
 static inline int desi_psf_nparams(const desi_psf_t *psf)
