@@ -93,8 +93,7 @@ static const char *host_name(void)
 	return host;
 }
 
-/* dir and base of path into the buffers; 0 or -1 when too long. */
-static int split_path(const char *path, char *dir, size_t dsz, char *base, size_t bsz)
+int sp_split_path(const char *path, char *dir, size_t dsz, char *base, size_t bsz)
 {
 	const char *slash = strrchr(path, '/');
 	if (slash == NULL) {
@@ -140,7 +139,7 @@ int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *
 			return sp_seterr(err, SP_EINVAL, "%s: the same output is written twice", path);
 	if ((rc = sp_output_check(path, err)) != 0)
 		return rc;
-	if (split_path(path, dir, sizeof dir, base, sizeof base) != 0)
+	if (sp_split_path(path, dir, sizeof dir, base, sizeof base) != 0)
 		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
 	if ((rc = sp_make_parent(path, err)) != 0)
 		return rc;
@@ -216,7 +215,7 @@ int sp_outset_commit(sp_outset_t *s, sp_err_t *err)
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		char dir[4096], base[1024];
-		if (split_path(s->f[i].path, dir, sizeof dir, base, sizeof base) == 0)
+		if (sp_split_path(s->f[i].path, dir, sizeof dir, base, sizeof base) == 0)
 			(void)fsync_path(dir, O_RDONLY | O_DIRECTORY);
 	}
 	return 0;

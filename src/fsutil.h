@@ -32,6 +32,10 @@ typedef struct sp_outset {
 	} *f;
 } sp_outset_t;
 
+/* The folder ("." when none) and the last component of path into the
+ * buffers; 0, or -1 when one is too small. */
+int sp_split_path(const char *path, char *dir, size_t dsz, char *base, size_t bsz);
+
 /* Checks that `path` can be an output: absent, or a regular file (not a
  * symlink, device, FIFO or folder).  0 or SP_EIO with err naming it. */
 int sp_output_check(const char *path, sp_err_t *err);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -705,9 +706,10 @@ unsigned long long sp_run_machine_memory(void)
 /* The item's peak memory, estimated from its inputs' headers by the stages
  * that allocate (sp_stage_kind_t.estimate), plus the process's baseline. */
 #define SP__BASE_BYTES (64ull << 20)
-static int estimate_item(sp_item_t *it, unsigned long long *bytes, sp_err_t *err)
+static int estimate_item(sp_item_t *it, unsigned long long *bytes, unsigned long long *out_bytes,
+			 sp_err_t *err)
 {
-	sp_estimate_t e = { 0, SP__BASE_BYTES };
+	sp_estimate_t e = { 0, SP__BASE_BYTES, 0 };
 	for (size_t s = 0; s < it->g->nstages; s++) {
 		const sp_gstage_t *st = &it->g->stages[s];
 		if (st->kind->estimate != NULL) {
@@ -717,16 +719,19 @@ static int estimate_item(sp_item_t *it, unsigned long long *bytes, sp_err_t *err
 		}
 	}
 	*bytes = e.bytes;
+	*out_bytes = e.out_bytes;
 	return 0;
 }
 
-/* "1.5 GiB", "160 MiB" */
+/* "1.5 GiB", "160 MiB", "551 KiB" */
 static const char *human_bytes(unsigned long long b, char *buf, size_t size)
 {
 	if (b >= (1ull << 30))
 		snprintf(buf, size, "%.1f GiB", (double)b / (double)(1ull << 30));
-	else
+	else if (b >= (1ull << 20))
 		snprintf(buf, size, "%.0f MiB", (double)b / (double)(1ull << 20));
+	else
+		snprintf(buf, size, "%.0f KiB", (double)b / 1024.0);
 	return buf;
 }
 
@@ -766,6 +771,33 @@ static void clean_stale(struct sp_batch *b)
 	free_strv(dirs, k);
 }
 
+/* The item's output folders exist (made now: a folder that cannot be made
+ * fails the item before its work), and the file system of the first has
+ * room for the outputs' estimated size (out_need, a lower bound). */
+static int plan_output_space(sp_item_t *it, unsigned long long out_need, sp_err_t *err)
+{
+	for (size_t o = 0; o < it->noutputs; o++) {
+		char dir[4096], base[1024];
+		if (sp_split_path(it->outputs[o], dir, sizeof dir, base, sizeof base) != 0)
+			return sp_seterr(err, SP_EINVAL, "%s: output path too long", it->outputs[o]);
+		sp_err_t merr = { 0 };
+		if (sp_mkdirs(dir, &merr) != 0)
+			return sp_seterr(err, merr.code, "%s: %s", it->path, merr.msg);
+		struct statvfs vs;
+		if (o > 0 || out_need == 0 || statvfs(dir, &vs) != 0)
+			continue;
+		unsigned long long avail = (unsigned long long)vs.f_bavail * vs.f_frsize;
+		char nb[32], ab[32];
+		if (avail < out_need)
+			return sp_seterr(err, SP_EIO,
+					 "%s: its output needs about %s but '%s' has %s free; refused "
+					 "before running",
+					 it->path, human_bytes(out_need, nb, sizeof nb), dir,
+					 human_bytes(avail, ab, sizeof ab));
+	}
+	return 0;
+}
+
 /* Before the batch: refuses an item whose output exists and is not a
  * regular file, skips (on request) an item whose every output exists, and
  * refuses an item that would not fit in memory. */
@@ -800,7 +832,8 @@ static void plan_item(struct sp_batch *b, sp_item_t *it)
 	 * not after minutes of work or by the kernel's OOM killer. */
 	unsigned long long need = 0, limit = b->opts->memory_limit ? b->opts->memory_limit
 								   : sp_run_machine_memory();
-	int rc = estimate_item(it, &need, &err);
+	unsigned long long out_need = 0;
+	int rc = estimate_item(it, &need, &out_need, &err);
 	char nb[32], lb[32];
 	if (rc == 0 && limit > 0 && need > limit)
 		rc = sp_seterr(&err, SP_ENOMEM,
@@ -808,6 +841,8 @@ static void plan_item(struct sp_batch *b, sp_item_t *it)
 			       "the %s %s; refused before running",
 			       it->path, human_bytes(need, nb, sizeof nb), human_bytes(limit, lb, sizeof lb),
 			       b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
+	if (rc == 0)
+		rc = plan_output_space(it, out_need, &err);
 	if (rc != 0) {
 		sp_status_set_err(&it->status, &err);
 		fprintf(stderr, "starpipe: %s\n", it->status.err.msg);

@@ -99,6 +99,9 @@ typedef int (*sp_stage_tile_fn)(struct sp_item *item, const struct sp_gstage *st
 typedef struct sp_estimate {
 	double size;              /* J-sync: N images; APPLE, DESI: pixels of the image */
 	unsigned long long bytes; /* peak host memory of the item so far */
+	/* A lower bound of the bytes the item's outputs take on disk: an item
+	 * whose output file system has less free is refused before it runs. */
+	unsigned long long out_bytes;
 } sp_estimate_t;
 
 /* Adds the stage's memory to e (optional).  May read input headers, never

@@ -857,8 +857,27 @@ static const sp_port_spec_t stitch_inputs[] = {
 	{ "rows", "desi.rows", "the patches' rows" },
 };
 
+/* The frame's size on disk, for the check before the run (sp_estimate_t):
+ * FLUX, IVAR, MASK, CHI2PIX and 2 ndiag + 1 RESOLUTION diagonals, 4 bytes
+ * each per spectrum and bin.  With the PSF's default grid (not known before
+ * the PSF is read) the bins are bounded below by half the image's rows
+ * (sqrt of its pixels): DESI's cameras have 0.6-0.7 bins per row at 0.8 A. */
+static int spots_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
+{
+	const struct spots_params *sp = st->typed;
+	double nwave = 0.5 * sqrt(e->size);
+	(void)item;
+	(void)err;
+	if (sp->wmin > 0 && sp->wmax >= sp->wmin)
+		nwave = desi_grid_len(sp->wmin, sp->wmax, sp->dw);
+	e->out_bytes += (unsigned long long)((double)sp->nspec * nwave * 4.0 *
+					     (4 + 2 * DESI_NDIAG + 1));
+	return 0;
+}
+
 const sp_stage_kind_t sp_desi_spots_kind = {
 	.name = "desi.spots",
+	.estimate = spots_estimate,
 	.help = "DESI: patch geometry and Gauss-Hermite spots of every fibre, a bundle per task",
 	SP_KIND_PARAMS(spots_params),
 	.params_size = sizeof(struct spots_params),
