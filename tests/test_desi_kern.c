@@ -575,9 +575,43 @@ static void test_write(void **state)
 	assert_memory_equal(rows, want, sizeof rows);
 }
 
+/* k_pointers<<<grid, THREADS>>> thread by thread: patch i's pointers are
+ * where the CPU's normal buffer (desi_patch_batch_cpu()) has patch i's
+ * iCov, x is [np][n], and Z's blocks are the n x k ones k_eye fills
+ * (dsk_eye's index e = i n k + ...): contiguous, disjoint, in patch order. */
+static void test_pointers(void **state)
+{
+	(void)state;
+	enum { NP = 5, NFIB = 3, M = 7, CNF = 2, BLOCKS = 2 };
+	const size_t n = NFIB * M, k = CNF * M;
+	double icov[NP * NFIB * M * NFIB * M], x[NP * NFIB * M], z[NP * NFIB * M * CNF * M];
+	double *pa[NP], *px[NP], *pz[NP];
+	int fail[NP];
+	memset(fail, 0x55, sizeof fail);
+	for (int b = 0; b < BLOCKS; b++)
+		for (int t = 0; t < DSK_THREADS; t++) {
+			int i = b * DSK_THREADS + t;
+			if (i < NP)
+				dsk_pointers(i, n, k, icov, x, z, pa, px, pz, fail);
+		}
+	for (int i = 0; i < NP; i++) {
+		/* the CPU's layout, written out: icov + i n^2, y after np n^2 */
+		assert_ptr_equal(pa[i], &icov[(size_t)i * n * n]);
+		assert_ptr_equal(px[i], &x[(size_t)i * n]);
+		assert_ptr_equal(pz[i], &z[(size_t)i * n * k]);
+		assert_int_equal(fail[i], 0);
+		/* Z's block i holds exactly k_eye's elements of patch i */
+		for (size_t e = 0; e < n * k; e++)
+			assert_true((size_t)(pz[i] + e - z) / (n * k) == (size_t)i);
+	}
+	assert_ptr_equal(pz[NP - 1] + n * k, z + sizeof z / sizeof z[0]);
+	assert_ptr_equal(pa[NP - 1] + n * n, icov + sizeof icov / sizeof icov[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pointers),
 		cmocka_unit_test(test_normal_left),
 		cmocka_unit_test(test_normal_inner),
 		cmocka_unit_test(test_decorrelate),

@@ -270,6 +270,19 @@ DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m
 	rows[((size_t)fc * nfield + k) * nwave_grid + col + w] = dsk_row_value(v, k, dw, bad);
 }
 
+/* k_pointers' body for patch i: the batched calls' pointers into the
+ * chunk's iCov [np][n][n] (the CPU's normal-equation layout,
+ * desi_patch_batch_cpu()), x [np][n] and Z [np][n k] (k_eye's blocks,
+ * k = core_nf m), and a cleared failure flag. */
+DSK_FN void dsk_pointers(int i, size_t n, size_t k, double *icov, double *x, double *z,
+			 double **pa, double **px, double **pz, int *fail)
+{
+	pa[i] = icov + (size_t)i * n * n;
+	px[i] = x + (size_t)i * n;
+	pz[i] = z + (size_t)i * n * k;
+	fail[i] = 0;
+}
+
 /* k_eye's element e of Z, the core columns of the identity, column-major
  * n x k per patch (k = core_nf m; first: the first core column's row). */
 DSK_FN double dsk_eye(size_t e, size_t n, size_t k, size_t first)

@@ -248,10 +248,7 @@ __global__ void k_pointers(common c, int np, double *icov, double *x, double *z,
 	const int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= np)
 		return;
-	pa[i] = icov + (size_t)i * c.n * c.n;
-	px[i] = x + (size_t)i * c.n;
-	pz[i] = z + (size_t)i * c.n * ((size_t)c.core_nf * c.m);
-	fail[i] = 0;
+	dsk_pointers(i, (size_t)c.n, (size_t)c.core_nf * c.m, icov, x, z, pa, px, pz, fail);
 }
 
 /* Z = the core columns of the identity, column-major n x core_nf m per patch. */
