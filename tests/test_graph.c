@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -13,59 +14,7 @@
 #include "../src/graph.h"
 #include "../src/runtime.h"
 #include "../src/stage.h"
-
-/* The typed parameters of kind t.src. */
-struct src_params {
-	long long n;
-	double x;
-	int mode, flag;
-	unsigned long long big;
-};
-
-static const sp_param_spec_t src_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "input", 0 },
-	{ "n", SP_PT_INT, "3", 1, 1000, NULL, "a count", SP_AT(struct src_params, n) },
-	{ "x", SP_PT_FLOAT, "0.5", 0, 1, NULL, "a fraction", SP_AT(struct src_params, x) },
-	{ "mode", SP_PT_ENUM, "b", 0, -1, "a|b|c", "a choice", SP_AT(struct src_params, mode) },
-	{ "flag", SP_PT_BOOL, "false", 0, -1, NULL, "a switch", SP_AT(struct src_params, flag) },
-	{ "big", SP_PT_SIZE, "1K", 0, 1e18, NULL, "a size", SP_AT(struct src_params, big) },
-};
-static const sp_port_spec_t src_out[] = { { "out", "t.v", "a value" } };
-static const sp_port_spec_t sink_in[] = { { "in", "t.v", "a value" } };
-
-static const sp_stage_kind_t src_kind = {
-	.name = "t.src",
-	.help = "a source",
-	SP_KIND_PARAMS(src_params),
-	SP_KIND_OUTPUTS(src_out),
-	.params_size = sizeof(struct src_params),
-	.impl = SP_IMPL_CPU,
-};
-static const sp_stage_kind_t sink_kind = {
-	.name = "t.sink",
-	.help = "a sink that tiles",
-	SP_KIND_INPUTS(sink_in),
-	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,
-	.tile = "tasks",
-};
-/* Sorted by name, as codelets/kinds.c. */
-static const sp_stage_kind_t *const test_kinds[] = { &sink_kind, &src_kind };
-
-const sp_stage_kind_t *const *sp_stage_kinds(size_t *n)
-{
-	*n = sizeof test_kinds / sizeof test_kinds[0];
-	return test_kinds;
-}
-
-/* The graph checks `runtime: scheduler:` against StarPU's schedulers; here,
- * without StarPU, two names. */
-int sp_runtime_check_sched(const char *name, char *msg, size_t len)
-{
-	if (strcmp(name, "auto") == 0 || strcmp(name, "lws") == 0)
-		return 0;
-	snprintf(msg, len, "unknown scheduler '%s'", name);
-	return -1;
-}
+#include "test_kinds.h"
 
 static sp_graph_t *load(const char *text, sp_diag_t *d, int *rc)
 {
@@ -84,8 +33,8 @@ static const char *first_msg(const sp_diag_t *d)
 static void test_find(void **state)
 {
 	(void)state;
-	assert_ptr_equal(sp_stage_find("t.src"), &src_kind);
-	assert_ptr_equal(sp_stage_find("t.sink"), &sink_kind);
+	assert_ptr_equal(sp_stage_find("t.src"), &sp_test_src_kind);
+	assert_ptr_equal(sp_stage_find("t.sink"), &sp_test_sink_kind);
 	assert_null(sp_stage_find("t.none"));
 	assert_null(sp_stage_find(""));
 }
@@ -144,6 +93,73 @@ static void test_defaults(void **state)
 	sp_diag_free(&d);
 }
 
+/* A chain through the filter kind: string and optional output parameters,
+ * stages ordered producers first whatever the file's order. */
+static void test_chain(void **state)
+{
+	(void)state;
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\nstages:\n"
+			     "  c:\n    uses: t.sink\n    in: {in: b.out}\n"
+			     "  b:\n    uses: t.map\n    in: {in: a.out}\n    with: {label: \"x y\"}\n"
+			     "  a:\n    uses: t.src\n    with: {file: f}\n",
+			     &d, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(g->nstages, 3);
+	assert_string_equal(g->stages[0].name, "a");
+	assert_string_equal(g->stages[1].name, "b");
+	assert_string_equal(g->stages[2].name, "c");
+	const sp_gparam_t *label = sp_gstage_param(&g->stages[1], "label");
+	const sp_gparam_t *log = sp_gstage_param(&g->stages[1], "log");
+	assert_non_null(label);
+	assert_string_equal(label->text, "x y");
+	assert_non_null(log);
+	assert_true(log->text == NULL || log->text[0] == '\0');
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
+/* The registry shared with the fuzz target uses every parameter type, so
+ * that fuzzing it reaches every parser of src/stage.c. */
+static void test_registry_types(void **state)
+{
+	(void)state;
+	size_t n, seen = 0;
+	const sp_stage_kind_t *const *k = sp_stage_kinds(&n);
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			assert_true(strcmp(k[i - 1]->name, k[i]->name) < 0);
+		for (size_t j = 0; j < k[i]->nparams; j++)
+			seen |= (size_t)1 << k[i]->params[j].type;
+	}
+	assert_int_equal(seen, ((size_t)1 << (SP_PT_SIZE + 1)) - 1);
+}
+
+/* The fuzz target's seeds (tests/fuzz/graphs/) are valid graphs of this
+ * registry, so that fuzzing starts past the validator. */
+static void test_fuzz_seeds(void **state)
+{
+	(void)state;
+	const char *top = getenv("srcdir");
+	const char *seeds[] = { "chain.yaml", "batch.yaml" };
+	char path[4096];
+	for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+		sp_diag_t d;
+		sp_graph_t *g = NULL;
+		snprintf(path, sizeof path, "%s/tests/fuzz/graphs/%s", top != NULL ? top : ".",
+			 seeds[i]);
+		sp_diag_init(&d, path);
+		int rc = sp_graph_load(path, NULL, 0, &g, &d);
+		if (rc != 0)
+			sp_diag_print(&d, stderr);
+		assert_int_equal(rc, 0);
+		assert_non_null(g);
+		sp_graph_free(&g);
+		sp_diag_free(&d);
+	}
+}
+
 static void expect_error(const char *text, const char *msg)
 {
 	sp_diag_t d;
@@ -181,6 +197,9 @@ int main(void)
 		cmocka_unit_test(test_typed_and_keys),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_key_errors),
+		cmocka_unit_test(test_chain),
+		cmocka_unit_test(test_registry_types),
+		cmocka_unit_test(test_fuzz_seeds),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../src/stage.h"
 #include "apple_glue.h"
@@ -71,8 +72,11 @@ typedef struct apple_job_val {
 	struct apple_job *job;
 } apple_job_val_t;
 
-/* Retraining rounds when the segmentation comes out uniform. */
-#define APPLE_MAX_RETRAIN 8
+/* apple.classify's parameters (the retrain bounds). */
+struct classify_params {
+	long long max_retrains;
+	double retrain_seconds;
+};
 
 struct apple_task_arg {
 	struct apple_job *job;
@@ -670,6 +674,13 @@ static int plan_parts(starpu_data_handle_t h, const int *b, int k, int unit,
 
 /* The argument of the job's next task, for the stage's ctx over [lo, hi);
  * counted as submitted. */
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, int lo, int hi)
 {
 	struct apple_task_arg *a = j->next_arg++;
@@ -754,7 +765,9 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	j->score = malloc((size_t)nquery * sizeof *j->score);
 	/* task arguments: prepare, the score and classify tiles (at most one
 	 * per query window and per row), a train per attempt, morph, pick */
-	j->nargs = 3 + nquery + (s->nw + 1) * (APPLE_MAX_RETRAIN + 1);
+	/* a round of classify (and its retrain) reuses the previous round's
+	 * arguments: classify_run() reads the segmentation between rounds */
+	j->nargs = 3 + nquery + (s->nw + 1);
 	j->args = j->next_arg = calloc((size_t)j->nargs, sizeof *j->args);
 	/* support vectors <= training examples <= (n / q)^2 blocks */
 	j->maxsv = (s->n / s->query) * (s->n / s->query);
@@ -859,7 +872,12 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	split(s->nw, j->k_class, j->rb);
 	if (plan_parts(j->hseg, j->rb, j->k_class, s->nw, &j->hseg_parts) != 0)
 		return SP_ENOMEM;
-	for (int attempt = 0; attempt <= APPLE_MAX_RETRAIN && ret == 0; attempt++) {
+	const struct classify_params *cp = st->typed;
+	const double t0 = now_s();
+	struct apple_task_arg *round0 = j->next_arg;
+	for (int attempt = 0; ret == 0; attempt++) {
+		/* the last round's tasks are done (its segmentation was read) */
+		j->next_arg = round0;
 		if (attempt > 0)
 			ret = submit_train(j, ctx_train);
 		starpu_data_partition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts);
@@ -870,7 +888,7 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 					   j->hseg_parts[i]);
 		starpu_data_unpartition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts,
 					       STARPU_MAIN_RAM);
-		if (ret != 0 || attempt == APPLE_MAX_RETRAIN)
+		if (ret != 0)
 			break;
 		starpu_data_acquire(j->hseg, STARPU_R);
 		int u = sp_status_failed(status) ? 0 : apple_seg_uniform(j->seg, (size_t)s->nw * s->nw);
@@ -882,6 +900,19 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 #endif
 		if (u == 0)
 			break;
+		/* ASPIRE's loop is unbounded; a micrograph whose classes never
+		 * separate fails here, by count or by time, rather than running on
+		 * or ending with a meaningless segmentation. */
+		double dt = now_s() - t0;
+		if (attempt >= cp->max_retrains || dt >= cp->retrain_seconds) {
+			sp_status_set(status, SP_ENOTCONV,
+				      "%s: every window classified as %s after %d retrain(s) in %.1f s "
+				      "(max_retrains=%lld, retrain_seconds=%g): particle_size or tau1/tau2 "
+				      "may not suit this micrograph",
+				      j->path, u > 0 ? "particle" : "noise", attempt, dt,
+				      cp->max_retrains, cp->retrain_seconds);
+			break;
+		}
 		if (u > 0)
 			j->s.tau2 += 500; /* ASPIRE: all particle -> tau2 += 500, none -> tau1 += 500 */
 		else
@@ -960,6 +991,16 @@ static const sp_param_spec_t preprocess_params[] = {
 };
 #undef PP
 
+#define CP(f) SP_AT(struct classify_params, f)
+static const sp_param_spec_t classify_params[] = {
+	{ "max_retrains", SP_PT_INT, "8", 0, 1000, NULL,
+	  "retrains at most (ASPIRE: unbounded); then the micrograph fails", CP(max_retrains) },
+	{ "retrain_seconds", SP_PT_FLOAT, "120", 0, 1e6, NULL,
+	  "no retrain starts this long after the first classification; then the micrograph fails",
+	  CP(retrain_seconds) },
+};
+#undef CP
+
 #define APPLE_PORT(var, name, type, help) \
 	static const sp_port_spec_t var[] = { { name, type, help } }
 
@@ -1001,7 +1042,8 @@ APPLE_KIND(sp_apple_train_kind, "apple.train",
 APPLE_KIND(sp_apple_classify_kind, "apple.classify",
 	   "APPLE: SVM classification of every window (tiles of rows); retrains if uniform",
 	   classify_run, classifier_port, seg_port, SP_IMPL_CPU_CUDA, "apple_classify apple_train",
-	   .tile = "tasks over ranges of window rows; default 4 per worker");
+	   .tile = "tasks over ranges of window rows; default 4 per worker",
+	   SP_KIND_PARAMS(classify_params), .params_size = sizeof(struct classify_params));
 APPLE_KIND(sp_apple_morphology_kind, "apple.morphology",
 	   "APPLE: hole filling, erosions and the component size filter",
 	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA, "apple_morph");
