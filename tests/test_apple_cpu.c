@@ -433,6 +433,43 @@ static void test_pick(void **state)
 	assert_true(fed);
 }
 
+/* The picks' scores (the STAR's _rlnAutopickFigureOfMerit): each is the SVM
+ * decision at the pick's window, found here by searching the window whose
+ * forward mapping (apple_pick()'s) gives the pick, signed as the
+ * classification: positive exactly where the window was classified
+ * particle. */
+static void test_pick_scores(void **state)
+{
+	(void)state;
+	const int nw = C.s.nw, lo = C.s.query / 2 - 1;
+	double *score = xmalloc(sizeof(double) * (size_t)(C.npick > 0 ? C.npick : 1));
+	uint8_t one;
+	int positive = 0;
+
+	assert_true(C.npick > 10);
+	apple_pick_scores(&C.p, &C.s, C.svm, C.mean, C.std, C.xy, C.npick, score);
+	for (int k = 0; k < C.npick; k++) {
+		int found = -1;
+		for (int r = 0; r < nw && found < 0; r++)
+			for (int c = 0; c < nw; c++)
+				if (2 * (c - lo + 2 * lo + 1) + C.p.margin_left == C.xy[2 * k] &&
+				    2 * (r - lo + 2 * lo + 1) + C.p.margin_top == C.xy[2 * k + 1]) {
+					found = r * nw + c;
+					break;
+				}
+		assert_true(found >= 0);
+		apple_classify_rows(C.svm, C.mean + found, C.std + found, 1, 0, 1, &one);
+		assert_true(isfinite(score[k]));
+		assert_true(score[k] != 0.0);
+		assert_int_equal(score[k] > 0, one);
+		assert_int_equal(one, C.seg[found]);
+		positive += score[k] > 0;
+	}
+	print_message("# pick scores: %d of %d picks' windows classified particle\n", positive,
+		      C.npick);
+	free(score);
+}
+
 /* ---- small random images against slow obvious implementations ---- */
 
 static uint64_t rng = 88172645463325252ULL;
@@ -867,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_svm),
 		cmocka_unit_test(test_morphology),
 		cmocka_unit_test(test_pick),
+		cmocka_unit_test(test_pick_scores),
 		cmocka_unit_test(test_moments_fft_route),
 		cmocka_unit_test(test_morphology_definition),
 		cmocka_unit_test(test_pick_quirks),

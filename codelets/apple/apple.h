@@ -246,6 +246,14 @@ void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, 
 int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
 	       int maxpick);
 
+/* The picks' scores: for each pick xy[k] (original pixels, as apple_pick()
+ * writes them) the SVM's decision value at its window (the inverse of
+ * apple_pick()'s mapping), signed so that a positive value is a particle
+ * and larger is surer; mean/std [nw][nw] are the window moments the
+ * classification read.  Written to score[0..n). */
+void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,
+		       const double *mean, const double *std, const int *xy, int n, double *score);
+
 /* ---- CUDA twins (apple_cuda.cu) ------------------------------------------ */
 
 /*

@@ -710,6 +710,23 @@ void apple_classify_rows(const apple_svm_t *m, const double *mean, const double 
 		}
 }
 
+void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,
+		       const double *mean, const double *std, const int *xy, int n, double *score)
+{
+	const int nw = s->nw, lo = s->query / 2 - 1;
+	for (int k = 0; k < n; k++) {
+		/* apple_pick(): x = 2 (cx + 2 lo + 1) + margin_left, window column cx + lo */
+		int c = (xy[2 * k] - p->margin_left) / 2 - lo - 1;
+		int r = (xy[2 * k + 1] - p->margin_top) / 2 - lo - 1;
+		c = c < 0 ? 0 : c >= nw ? nw - 1 : c;
+		r = r < 0 ? 0 : r >= nw ? nw - 1 : r;
+		size_t o = (size_t)r * nw + c;
+		double d = apple_svm_decision(m, (mean[o] - m->mu[0]) / m->scale[0],
+					      (std[o] - m->mu[1]) / m->scale[1]);
+		score[k] = m->label_pos == 1 ? d : -d;
+	}
+}
+
 size_t apple_svm_cuda_size(const apple_svm_t *m)
 {
 	return (size_t)m->nsv * 3;

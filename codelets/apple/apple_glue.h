@@ -23,10 +23,12 @@ typedef struct apple_picks_val {
 	sp_value_t base;
 	apple_params_t params;
 	int *xy;       /* [maxpick][2], starpu_malloc'd */
+	double *score; /* [maxpick]: apple_pick_scores(), written by the pick task */
 	int maxpick;
 	int npick;     /* written by the pick task (read after the handle) */
 	starpu_data_handle_t h; /* xy, and npick's ordering */
 	struct apple_job *job;  /* the stages' shared job (a reference) */
+	const char *path;       /* the micrograph's, borrowed from the job */
 } apple_picks_val_t;
 
 /*

@@ -522,8 +522,13 @@ static void pick_cpu(void *buffers[], void *cl_arg)
 			   (int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->maxpick);
 	if (n < 0)
 		sp_status_set(a->ctx->status, n, "%s: out of memory", __func__);
-	else
+	else {
 		j->picks->npick = n < j->picks->maxpick ? n : j->picks->maxpick;
+		apple_pick_scores(&j->p, &j->s, j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				  (const double *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				  (const int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->npick,
+				  j->picks->score);
+	}
 }
 
 /* The size column of the compute tasks' models: the bytes their kernels
@@ -568,7 +573,8 @@ SP_CODELET(classify_cl, "apple_classify", classify_cpu, SP_CUDA(classify_cuda), 
 	   classify_size, 4, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 SP_CODELET(morph_cl, "apple_morph", morph_cpu, SP_CUDA(morph_cuda), NULL, morph_size, 2,
 	   STARPU_R, STARPU_W);
-SP_CODELET(pick_cl, "apple_pick", pick_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R, STARPU_W);
+SP_CODELET(pick_cl, "apple_pick", pick_cpu, SP_NO_CUDA, NULL, NULL, 4, STARPU_R, STARPU_W, STARPU_R,
+	   STARPU_R);
 
 static void job_unref(struct apple_job *j)
 {
@@ -630,6 +636,7 @@ static void picks_free(sp_value_t *v)
 		starpu_data_unregister(pv->h);
 	job_unref(pv->job);
 	starpu_free(pv->xy);
+	free(pv->score);
 	free(pv);
 }
 
@@ -951,6 +958,7 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	pv->base.type = "apple.picks";
 	pv->base.free_cb = picks_free;
 	pv->job = j;
+	pv->path = j->path;
 	j->refs++;
 	j->picks = pv;
 	*out = &pv->base;
@@ -960,10 +968,12 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	/* bound the picks by the windows of the minimum particle */
 	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_pick");
-	if (ctx == NULL ||
+	pv->score = malloc((size_t)pv->maxpick * sizeof *pv->score);
+	if (ctx == NULL || pv->score == NULL ||
 	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->path);
-	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h);
+	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h,
+			       STARPU_R, j->hmean, STARPU_R, j->hstd);
 	return ret != 0 ? submit_failed(j, item, ret) : 0;
 }
 

@@ -23,12 +23,11 @@ typedef struct text {
 __attribute__((format(printf, 2, 3))) static void text_add(text_t *t, const char *fmt, ...)
 {
 	va_list ap;
-	char line[128];
 
 	va_start(ap, fmt);
-	int k = vsnprintf(line, sizeof line, fmt, ap);
+	int k = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (t->oom || k < 0 || (size_t)k >= sizeof line) {
+	if (t->oom || k < 0) {
 		t->oom = 1;
 		return;
 	}
@@ -44,7 +43,9 @@ __attribute__((format(printf, 2, 3))) static void text_add(text_t *t, const char
 		t->s = s;
 		t->cap = cap;
 	}
-	memcpy(t->s + t->len, line, (size_t)k + 1);
+	va_start(ap, fmt);
+	vsnprintf(t->s + t->len, (size_t)k + 1, fmt, ap);
+	va_end(ap);
 	t->len += (size_t)k;
 }
 
@@ -70,6 +71,46 @@ int apple_star_write_into(const char *tmp, const char *path, const int *xy, size
 	text_add(&t, "%s", star_head);
 	for (size_t k = 0; k < n; k++)
 		text_add(&t, "%d %d\n", xy[2 * k], xy[2 * k + 1]);
+	return text_write(&t, tmp, path, err);
+}
+
+/* RELION's autopick score label; cryoSPARC imports it as the pick's score. */
+#define FOM "_rlnAutopickFigureOfMerit"
+
+int apple_picks_write_into(const char *tmp, const char *path, apple_star_format_t format,
+			   const char *mic, const int *xy, const double *score, size_t n,
+			   sp_err_t *err)
+{
+	text_t t = { 0 };
+
+	if (format == APPLE_STAR_ASPIRE)
+		return apple_star_write_into(tmp, path, xy, n, err);
+	for (size_t k = 0; k < n; k++)
+		if (!isfinite(score[k]))
+			return sp_seterr(err, SP_ENONFINITE, "%s: pick %zu's score is %g", path, k,
+					 score[k]);
+	if (format == APPLE_STAR_CSV) {
+		text_add(&t, "x,y,score\n");
+		for (size_t k = 0; k < n; k++)
+			text_add(&t, "%d,%d,%.6g\n", xy[2 * k], xy[2 * k + 1], score[k]);
+		return text_write(&t, tmp, path, err);
+	}
+	if (format == APPLE_STAR_CRYOSPARC) {
+		/* a STAR value is one token: a name with blanks or quotes would be
+		 * read as several columns */
+		if (mic == NULL || *mic == '\0' || strpbrk(mic, " \t\r\n\"'#") != NULL)
+			return sp_seterr(err, SP_EINVAL, "%s: the micrograph name '%s' cannot be a STAR "
+					 "value (empty, or has a blank, quote or '#')", path,
+					 mic != NULL ? mic : "");
+		text_add(&t, "data_root\n\nloop_\n_rlnMicrographName #1\n_rlnCoordinateX #2\n"
+			     "_rlnCoordinateY #3\n" FOM " #4\n");
+		for (size_t k = 0; k < n; k++)
+			text_add(&t, "%s %d %d %.6g\n", mic, xy[2 * k], xy[2 * k + 1], score[k]);
+		return text_write(&t, tmp, path, err);
+	}
+	text_add(&t, "%s" FOM " #3\n", star_head);
+	for (size_t k = 0; k < n; k++)
+		text_add(&t, "%d %d %.6g\n", xy[2 * k], xy[2 * k + 1], score[k]);
 	return text_write(&t, tmp, path, err);
 }
 

@@ -50,6 +50,25 @@ int apple_star_write_into(const char *tmp, const char *path, const int *xy, size
 int apple_box_write_into(const char *tmp, const char *path, const int *xy, size_t n, int box,
 			 sp_err_t *err);
 
+/* The layouts of apple_picks_write_into(). */
+typedef enum {
+	APPLE_STAR_ASPIRE,    /* apple_star_write()'s: ASPIRE's file, byte for byte */
+	APPLE_STAR_RELION,    /* X, Y, _rlnAutopickFigureOfMerit (the pick's score) */
+	APPLE_STAR_CRYOSPARC, /* _rlnMicrographName, X, Y, _rlnAutopickFigureOfMerit */
+	APPLE_STAR_CSV        /* "x,y,score" header, one pick a line */
+} apple_star_format_t;
+
+/* Writes n picks xy[n][2] with their scores score[n] (apple_pick_scores();
+ * unused for ASPIRE's layout) in `format` into `tmp`, a temporary of an
+ * output set (NULL: `path` written atomically).  `mic` is the micrograph's
+ * name for cryoSPARC's layout (a single STAR token: no blank, quote or
+ * '#').  Scores are printed with 6 significant digits.  Returns 0,
+ * SP_EINVAL (a name that is not a token), SP_ENONFINITE (a score),
+ * SP_ENOMEM or SP_EIO. */
+int apple_picks_write_into(const char *tmp, const char *path, apple_star_format_t format,
+			   const char *mic, const int *xy, const double *score, size_t n,
+			   sp_err_t *err);
+
 /* Reads the _rlnCoordinateX/_rlnCoordinateY columns of `path`.  On success
  * *xy is a malloc'ed double[*n][2] (NULL when *n is 0) that the caller
  * frees.  Returns 0, SP_ENOENT, SP_EIO, SP_EFORMAT ("PATH:LINE: reason":

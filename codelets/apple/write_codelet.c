@@ -1,5 +1,7 @@
-/* StarPU glue of apple.write: the picks as RELION STAR and, on request, EMAN BOX files. */
+/* StarPU glue of apple.write: the picks as RELION STAR (ASPIRE's, RELION's or
+ * cryoSPARC's columns) and, on request, EMAN BOX and CSV files. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../src/fsutil.h"
 #include "../../src/stage.h"
@@ -9,15 +11,32 @@
 struct apple_write_arg {
 	sp_taskctx_t *ctx;
 	apple_picks_val_t *pv;
-	char *star, *box;
-	const char *star_tmp, *box_tmp; /* temporaries of the item's output set */
+	char *star, *box, *csv;
+	const char *star_tmp, *box_tmp, *csv_tmp; /* temporaries of the item's output set */
 	int box_size;
+	int format; /* apple_star_format_t of the STAR */
 };
 
-/* apple.write's parameters parsed once (star and box are per-item paths). */
+/* apple.write's parameters parsed once (star, box and csv are per-item paths). */
 struct write_params {
 	long long box_size;
+	int star_format; /* aspire|relion|cryosparc: apple_star_format_t's order */
+	int csv;         /* also <star less .star>.csv */
 };
+
+/* The CSV beside `star`: its name with .csv for .star (or .csv appended). */
+static char *csv_name(const char *star)
+{
+	size_t n = strlen(star);
+	if (n > 5 && strcmp(star + n - 5, ".star") == 0)
+		n -= 5;
+	char *s = malloc(n + 5);
+	if (s != NULL) {
+		memcpy(s, star, n);
+		memcpy(s + n, ".csv", 5);
+	}
+	return s;
+}
 
 typedef struct apple_write_val {
 	sp_value_t base;
@@ -33,15 +52,21 @@ static void write_cpu(void *buffers[], void *cl_arg)
 	if (sp_status_failed(a->ctx->status))
 		return;
 	int box = a->box_size > 0 ? a->box_size : a->pv->params.particle_size;
-	/* Both are renamed into place together when the item has succeeded. */
-	if (apple_star_write_into(a->star_tmp, a->star, xy, (size_t)a->pv->npick, &err) != 0) {
+	size_t n = (size_t)a->pv->npick;
+	/* cryoSPARC matches picks to micrographs by file name */
+	const char *slash = strrchr(a->pv->path, '/');
+	const char *mic = slash != NULL ? slash + 1 : a->pv->path;
+	/* All are renamed into place together when the item has succeeded. */
+	if (apple_picks_write_into(a->star_tmp, a->star, (apple_star_format_t)a->format, mic, xy,
+				   a->pv->score, n, &err) != 0 ||
+	    (a->box_tmp != NULL &&
+	     apple_box_write_into(a->box_tmp, a->box, xy, n, box, &err) != 0) ||
+	    (a->csv_tmp != NULL && apple_picks_write_into(a->csv_tmp, a->csv, APPLE_STAR_CSV, mic,
+							  xy, a->pv->score, n, &err) != 0)) {
 		sp_status_set_err(a->ctx->status, &err);
 		return;
 	}
 	sp_item_report_num(a->ctx->item, "picks", a->pv->npick);
-	if (a->box_tmp != NULL &&
-	    apple_box_write_into(a->box_tmp, a->box, xy, (size_t)a->pv->npick, box, &err) != 0)
-		sp_status_set_err(a->ctx->status, &err);
 }
 
 SP_CODELET(write_cl, "apple_write", write_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_R);
@@ -52,6 +77,7 @@ static void write_free(sp_value_t *v)
 	sp_task_join(&w->task);
 	free(w->arg.star);
 	free(w->arg.box);
+	free(w->arg.csv);
 	free(w);
 }
 
@@ -67,13 +93,17 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.pv = (apple_picks_val_t *)in[0];
 	w->arg.star = sp_item_param(item, st, "star");
 	w->arg.box = sp_item_param(item, st, "box");
-	w->arg.box_size = (int)((const struct write_params *)st->typed)->box_size;
+	const struct write_params *wp = st->typed;
+	w->arg.csv = wp->csv && w->arg.star != NULL ? csv_name(w->arg.star) : strdup("");
+	w->arg.box_size = (int)wp->box_size;
+	w->arg.format = wp->star_format;
 	w->arg.ctx = sp_item_taskctx(item, st, "apple_write");
-	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.ctx == NULL)
+	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.csv == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
 	sp_err_t err = { 0 };
 	if (sp_item_output(item, w->arg.star, &w->arg.star_tmp, &err) != 0 ||
-	    (w->arg.box[0] != '\0' && sp_item_output(item, w->arg.box, &w->arg.box_tmp, &err) != 0))
+	    (w->arg.box[0] != '\0' && sp_item_output(item, w->arg.box, &w->arg.box_tmp, &err) != 0) ||
+	    (w->arg.csv[0] != '\0' && sp_item_output(item, w->arg.csv, &w->arg.csv_tmp, &err) != 0))
 		return sp_status_set_err(sp_item_status(item), &err);
 	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.pv->h,
 						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
@@ -90,6 +120,13 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 static const sp_param_spec_t write_params[] = {
 	{ "star", SP_PT_OUTPUT, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)", 0 },
+	{ "star_format", SP_PT_ENUM, "aspire", 0, -1, "aspire|relion|cryosparc",
+	  "STAR columns: aspire: X Y (ASPIRE's file byte for byte); relion: X Y "
+	  "_rlnAutopickFigureOfMerit; cryosparc: _rlnMicrographName X Y _rlnAutopickFigureOfMerit",
+	  SP_AT(struct write_params, star_format) },
+	{ "csv", SP_PT_BOOL, "false", 0, -1, NULL,
+	  "also write the picks as CSV (x,y,score) beside the STAR file, named as it with .csv",
+	  SP_AT(struct write_params, csv) },
 	{ "box", SP_PT_OUTPUT, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)", 0 },
 	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size",
 	  SP_AT(struct write_params, box_size) },
@@ -100,7 +137,7 @@ static const sp_port_spec_t write_inputs[] = {
 
 const sp_stage_kind_t sp_apple_write_kind = {
 	.name = "apple.write",
-	.help = "Write particle picks as RELION STAR (and EMAN BOX)",
+	.help = "Write particle picks as RELION STAR (and EMAN BOX, CSV)",
 	SP_KIND_PARAMS(write_params),
 	.params_size = sizeof(struct write_params),
 	SP_KIND_INPUTS(write_inputs),
