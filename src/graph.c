@@ -576,7 +576,7 @@ static char *input_path(ctx_t *c, yaml_node_t *v, const char *key)
 
 static void load_inputs(ctx_t *c, yaml_node_t *map)
 {
-	static const char *const keys[] = { "files", "glob", "manifest" };
+	static const char *const keys[] = { "files", "glob", "manifest", "folder" };
 	sp_graph_t *g = c->g;
 	yaml_node_t *first = NULL;
 
@@ -588,13 +588,27 @@ static void load_inputs(ctx_t *c, yaml_node_t *map)
 			    type_name(map));
 		return;
 	}
-	check_allowed(c, map, keys, 3, "key", " in 'inputs'");
+	check_allowed(c, map, keys, 4, "key", " in 'inputs'");
 	FOR_PAIRS(c, map, p)
 	{
 		yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
 		const char *key = sval(k);
 		sp_items_kind_t kind;
 
+		if (strcmp(key, "folder") == 0) {
+			/* the pattern of the files a folder item stands for */
+			char *t = input_path(c, v, key);
+
+			if (t != NULL && strchr(t, '/') != NULL) {
+				sp_diag_add(c->d, loc_of(v),
+					    "'folder' is a file name pattern such as '*.mrc', not a path");
+				free(t);
+			} else if (t != NULL) {
+				free(g->items_folder);
+				g->items_folder = t;
+			}
+			continue;
+		}
 		if (strcmp(key, "files") == 0)
 			kind = SP_ITEMS_FILES;
 		else if (strcmp(key, "glob") == 0)

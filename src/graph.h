@@ -84,6 +84,7 @@ typedef struct sp_graph {
 	sp_items_kind_t items_kind; /* `inputs:` section */
 	char **items_spec;          /* files, or one glob, or one manifest path */
 	size_t nitems_spec;
+	char *items_folder;         /* `inputs: folder:` pattern, or NULL */
 	sp_loc_t items_loc;
 	sp_gparam_t *runtime; /* sp_runtime_nparams entries, spec order */
 	char **var_names;     /* `params:` section, after --set */
@@ -109,6 +110,14 @@ void sp_graph_free(sp_graph_t **g);
  * (its base name without directory and last extension) and ${index} (its
  * 0-based position).  Returns a malloc'd string or NULL on ENOMEM. */
 char *sp_graph_expand(const char *text, const char *item, size_t index);
+
+/* Replaces every item of items[0..*n) that names a folder by the files in
+ * it whose names match g's `inputs: folder:` pattern (fnmatch), sorted;
+ * other items stay as they are, in order.  Without that key the list is
+ * unchanged (a folder is then an item, which its reader refuses).  A folder
+ * with no match is an error (SP_ENOENT, naming it and the pattern); the
+ * list is then freed and *items NULL. */
+int sp_graph_folders(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err);
 
 /* Lists the work items named by the `inputs:` section (files in order; glob
  * matches sorted; manifest lines, '#' comments and blank lines skipped,

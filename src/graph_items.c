@@ -6,12 +6,15 @@
 #include "error.h"
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /*
@@ -215,4 +218,83 @@ int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err 
 		return manifest_items(g->items_spec[0], items, n, err);
 	}
 	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the files of folder `dir` matching `pat`, sorted, to v. */
+static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv, size_t *cap,
+			sp_err_t *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n0 = *nv, dl = strlen(dir);
+	int slash = dl > 0 && dir[dl - 1] == '/';
+
+	if (d == NULL)
+		return sp_seterr(err, SP_EIO, "folder '%s': %s", dir, strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || fnmatch(pat, e->d_name, FNM_PERIOD) != 0)
+			continue;
+		if (*nv == *cap) {
+			*cap = *cap ? 2 * *cap : 16;
+			*v = realloc(*v, *cap * sizeof **v);
+			if (*v == NULL)
+				abort();
+		}
+		char *p = malloc(dl + 1 + strlen(e->d_name) + 1);
+		if (p == NULL)
+			abort();
+		sprintf(p, "%s%s%s", dir, slash ? "" : "/", e->d_name);
+		struct stat st;
+		if (stat(p, &st) != 0 || S_ISDIR(st.st_mode)) { /* readers name other non-files */
+			free(p);
+			continue;
+		}
+		(*v)[(*nv)++] = p;
+	}
+	closedir(d);
+	if (*nv == n0)
+		return sp_seterr(err, SP_ENOENT, "folder '%s' has no file matching '%s'", dir, pat);
+	qsort(*v + n0, *nv - n0, sizeof **v, cmp_str);
+	return 0;
+}
+
+int sp_graph_folders(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err)
+{
+	char **in = *items, **v = NULL;
+	size_t nin = *n, nv = 0, cap = 0;
+	int rc = 0;
+
+	if (g->items_folder == NULL)
+		return 0;
+	for (size_t i = 0; i < nin && rc == 0; i++) {
+		struct stat st;
+		if (stat(in[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+			rc = folder_items(in[i], g->items_folder, &v, &nv, &cap, err);
+			free(in[i]);
+			in[i] = NULL;
+			continue;
+		}
+		if (nv == cap) {
+			cap = cap ? 2 * cap : 16;
+			v = realloc(v, cap * sizeof *v);
+			if (v == NULL)
+				abort();
+		}
+		v[nv++] = in[i];
+		in[i] = NULL;
+	}
+	free_items(in, nin); /* what was not moved (after an error) */
+	if (rc != 0) {
+		free_items(v, nv);
+		v = NULL;
+		nv = 0;
+	}
+	*items = v;
+	*n = nv;
+	return rc;
 }

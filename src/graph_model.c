@@ -41,6 +41,7 @@ void sp_graph_free(sp_graph_t **gp)
 	for (size_t i = 0; i < g->nitems_spec; i++)
 		free(g->items_spec[i]);
 	free(g->items_spec);
+	free(g->items_folder);
 	sp__graph_free_params(g->runtime, g->runtime != NULL ? sp_runtime_nparams : 0);
 	for (size_t i = 0; i < g->nvars; i++) {
 		free(g->var_names[i]);

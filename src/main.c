@@ -579,7 +579,12 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		if (rank0)
 			fprintf(stderr, "starpipe: %s\n", err.msg);
 		istatus = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
-	} else if (nitems == 0) {
+	}
+	if (istatus == 0 && sp_graph_folders(g, &items, &nitems, &err) != 0) {
+		if (rank0)
+			fprintf(stderr, "starpipe: %s\n", err.msg);
+		istatus = EXIT_NO_INPUT;
+	} else if (istatus == 0 && nitems == 0) {
 		if (rank0)
 			fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
 				g->file);

@@ -206,6 +206,55 @@ static void test_integer_modes(void **state)
 	}
 }
 
+/* Mode 12 (float16): every finite binary16 value, both byte orders, against
+ * the compiler's own conversion (_Float16); an infinity or a NaN is a
+ * non-finite pixel, named. */
+static void test_float16(void **state)
+{
+	(void)state;
+	char path[600];
+	tmp_path(path, sizeof path, "half.mrc");
+	const int nx = 256, ny = 248; /* the 63488 patterns whose exponent is not 31 */
+	uint16_t *h16 = malloc(sizeof(uint16_t) * (size_t)nx * ny);
+	unsigned char *be = malloc(2 * (size_t)nx * ny);
+	assert_non_null(h16);
+	assert_non_null(be);
+	int n = 0;
+	for (uint32_t u = 0; u < 65536; u++)
+		if (((u >> 10) & 31) != 31)
+			h16[n++] = (uint16_t)u;
+	assert_int_equal(n, nx * ny);
+	for (int e = 0; e < n; e++) {
+		be[2 * e] = (unsigned char)(h16[e] >> 8);
+		be[2 * e + 1] = (unsigned char)h16[e];
+	}
+	for (int big = 0; big <= 1; big++) {
+		write_mrc(path, nx, ny, 1, 12, 0, big ? (const void *)be : h16, 2 * (size_t)n, big);
+		apple_mrc_t h;
+		sp_err_t err = { 0, "" };
+		float *d;
+		int rc = apple_mrc_load_f32(path, &h, &d, &err);
+		if (rc != 0)
+			print_message("# mode 12: %s\n", err.msg);
+		assert_int_equal(rc, 0);
+		assert_int_equal(h.mode, 12);
+		int bad = 0;
+		for (int e = 0; e < n; e++) {
+			_Float16 x;
+			memcpy(&x, &h16[e], sizeof x);
+			float want = (float)x;
+			bad += memcmp(&d[e], &want, sizeof want) != 0; /* bit for bit: signed zeros too */
+		}
+		assert_int_equal(bad, 0);
+		free(d);
+	}
+	uint16_t inf[6] = { 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x7c00, 0x3c00 }; /* 1, ..., +inf */
+	write_mrc(path, 3, 2, 1, 12, 0, inf, sizeof inf, 0);
+	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 1, col 1): inf");
+	free(h16);
+	free(be);
+}
+
 static void test_corrupt(void **state)
 {
 	(void)state;
@@ -440,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_shared_2k),
 		cmocka_unit_test(test_round_trip_f32),
 		cmocka_unit_test(test_integer_modes),
+		cmocka_unit_test(test_float16),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_star_reference_bytes),
 		cmocka_unit_test(test_star_read_tolerant),

@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "../src/error.h"
 #include "../src/graph.h"
 #include "../src/runtime.h"
 #include "../src/stage.h"
@@ -190,6 +193,70 @@ static void test_key_errors(void **state)
 		     "unknown stage kind 't.srcc' (did you mean 't.src'?)");
 }
 
+/* inputs: folder: a folder item stands for its matching files, sorted;
+ * other items stay in place; a folder without a match is an error. */
+static void test_folder_items(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/sp-test-graph.XXXXXX", path[256], text[1024];
+	const char *files[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy" };
+	assert_non_null(mkdtemp(dir));
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "%s/sub.npy", dir); /* a folder that matches: skipped */
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/empty", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(text, sizeof text,
+		 "starpipe: 1\npipeline: t\ninputs:\n  files: [x.npy, \"%s\", y.npy]\n"
+		 "  folder: \"*.npy\"\nstages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
+		 dir);
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load(text, &d, &rc);
+	assert_int_equal(rc, 0);
+	char **items;
+	size_t n;
+	sp_err_t err = { 0 };
+	assert_int_equal(sp_graph_items(g, &items, &n, &err), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(sp_graph_folders(g, &items, &n, &err), 0);
+	assert_int_equal(n, 4);
+	assert_string_equal(items[0], "x.npy");
+	snprintf(path, sizeof path, "%s/a.npy", dir);
+	assert_string_equal(items[1], path);
+	snprintf(path, sizeof path, "%s/b.npy", dir);
+	assert_string_equal(items[2], path);
+	assert_string_equal(items[3], "y.npy");
+	for (size_t i = 0; i < n; i++)
+		free(items[i]);
+	free(items);
+	/* the empty folder: an error naming it and the pattern */
+	items = malloc(sizeof *items);
+	snprintf(path, sizeof path, "%s/empty", dir);
+	items[0] = strdup(path);
+	n = 1;
+	assert_int_equal(sp_graph_folders(g, &items, &n, &err), SP_ENOENT);
+	assert_null(items);
+	assert_int_equal(n, 0);
+	assert_non_null(strstr(err.msg, "/empty' has no file matching '*.npy'"));
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+	expect_error("starpipe: 1\npipeline: t\ninputs:\n  glob: \"*.npy\"\n  folder: a/*.npy\n"
+		     "stages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
+		     "'folder' is a file name pattern such as '*.mrc', not a path");
+	const char *rm[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy", "sub.npy", "empty" };
+	for (size_t i = 0; i < 6; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, rm[i]);
+		remove(path);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_registry_types),
 		cmocka_unit_test(test_fuzz_seeds),
+		cmocka_unit_test(test_folder_items),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,4 @@
-/* MRC micrograph reading (modes 0, 1, 2, 6; either byte order) and mode-2 writing. */
+/* MRC micrograph reading (modes 0, 1, 2, 6, 12; either byte order) and mode-2 writing. */
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
 
@@ -76,6 +76,7 @@ static int item_size(int mode)
 	case 1: return 2;
 	case 2: return 4;
 	case 6: return 2;
+	case 12: return 2;
 	default: return 0;
 	}
 }
@@ -85,7 +86,6 @@ static const char *mode_name(int mode)
 	switch (mode) {
 	case 3: return " (complex int16)";
 	case 4: return " (complex float32)";
-	case 12: return " (float16)";
 	case 16: return " (RGB)";
 	case 101: return " (4-bit)";
 	default: return "";
@@ -139,7 +139,7 @@ int apple_mrc_open(const char *path, apple_mrc_t *hdr, sp_err_t *err)
 	if (isz == 0)
 		return sp_seterr(err, SP_EFORMAT,
 				 "%s: unsupported MRC mode %ld%s: expected 0 (int8), 1 (int16), "
-				 "2 (float32) or 6 (uint16)", path, (long)mode, mode_name(mode));
+				 "2 (float32), 6 (uint16) or 12 (float16)", path, (long)mode, mode_name(mode));
 	if (nx < 1 || ny < 1 || nz < 1)
 		return sp_seterr(err, SP_EFORMAT,
 				 "%s: bad image size nx %ld, ny %ld, nz %ld (each must be >= 1)",
@@ -186,6 +186,24 @@ int apple_mrc_open(const char *path, apple_mrc_t *hdr, sp_err_t *err)
 	return 0;
 }
 
+/* IEEE 754 binary16 (MRC mode 12) to float: every value is exact in float. */
+static float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, m = h & 1023u, u;
+	float f;
+
+	if (e == 0) { /* zero or subnormal: m 2^-24 */
+		f = ldexpf((float)m, -24);
+		return sign ? -f : f;
+	}
+	if (e == 31) /* infinity or NaN */
+		u = sign | 0x7f800000u | (m << 13);
+	else /* rebias the exponent: 15 -> 127 */
+		u = sign | ((e + 112u) << 23) | (m << 13);
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
 /* Converts n items of the file's type at p into out. */
 static void convert(const unsigned char *p, size_t n, int mode, int big, float *out)
 {
@@ -209,6 +227,11 @@ static void convert(const unsigned char *p, size_t n, int mode, int big, float *
 		for (i = 0; i < n; i++)
 			out[i] = (float)(big ? (p[2 * i] << 8 | p[2 * i + 1])
 					     : (p[2 * i + 1] << 8 | p[2 * i]));
+		break;
+	case 12:
+		for (i = 0; i < n; i++)
+			out[i] = half_to_float(big ? (uint16_t)(p[2 * i] << 8 | p[2 * i + 1])
+						   : (uint16_t)(p[2 * i + 1] << 8 | p[2 * i]));
 		break;
 	default:
 		for (i = 0; i < n; i++)
@@ -248,7 +271,7 @@ int apple_mrc_read_f32(const char *path, const apple_mrc_t *hdr, float *out, sp_
 		}
 		float *o = out + y0 * nx;
 		convert(buf, want, hdr->mode, hdr->big_endian, o);
-		if (hdr->mode == 2)
+		if (hdr->mode == 2 || hdr->mode == 12)
 			for (size_t e = 0; e < want; e++)
 				if (!isfinite(o[e])) {
 					rc = sp_seterr(err, SP_ENONFINITE,

@@ -7,7 +7,8 @@
  * volume is rejected with its nz in the message).  The header is the
  * MRC2014 one (1024 bytes), then NSYMBT bytes of extended header (skipped),
  * then nx * ny * nz items of the mode's type, x (columns) fastest.  Modes
- * read: 0 int8 (signed, as MRC2014 says), 1 int16, 2 float32, 6 uint16; all
+ * read: 0 int8 (signed, as MRC2014 says), 1 int16, 2 float32, 6 uint16,
+ * 12 float16 (IEEE binary16, as MRC2014 since 2018 and cryoSPARC write); all
  * become float32.  The byte order comes from MACHST (0x44 0x44/0x41:
  * little-endian, 0x11 0x11: big-endian, both read, swapped where needed);
  * a file with a blank MACHST (old writers) is taken as little-endian when
@@ -29,7 +30,7 @@
 
 typedef struct apple_mrc {
 	int nx, ny, nz;          /* columns, rows, sections (always 1 after open) */
-	int mode;                /* 0, 1, 2 or 6 */
+	int mode;                /* 0, 1, 2, 6 or 12 */
 	int itemsize;            /* bytes per pixel in the file: 1, 2, 4 or 2 */
 	int big_endian;          /* 1 if the file's data are big-endian */
 	int32_t nsymbt;          /* extended header bytes, skipped */
