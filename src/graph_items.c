@@ -6,9 +6,7 @@
 #include "error.h"
 #include "fsutil.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -220,46 +218,48 @@ int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err 
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* Appends s to v[*nv] (capacity *cap), growing it. */
+static void push(char ***v, size_t *nv, size_t *cap, char *s)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	if (*nv == *cap) {
+		*cap = *cap ? 2 * *cap : 16;
+		*v = sp__xrealloc(*v, *cap * sizeof **v);
+	}
+	(*v)[(*nv)++] = s;
 }
 
-/* Appends the files of folder `dir` matching `pat`, sorted, to v. */
+/* Appends the files (not folders) of folder `dir` matching `pat`, sorted,
+ * to v: glob() of the folder's name, its metacharacters escaped, and the
+ * pattern; GLOB_MARK marks the folders among the matches with a '/'. */
 static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv, size_t *cap,
 			sp_err_t *err)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	size_t n0 = *nv, dl = strlen(dir);
-	int slash = dl > 0 && dir[dl - 1] == '/';
+	char *q = sp__xcalloc(2 * strlen(dir) + strlen(pat) + 2, 1), *o = q;
+	size_t n0 = *nv;
+	glob_t gl;
 
-	if (d == NULL)
-		return sp_seterr(err, SP_EIO, "folder '%s': %s", dir, strerror(errno));
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.' || fnmatch(pat, e->d_name, FNM_PERIOD) != 0)
-			continue;
-		if (*nv == *cap) {
-			*cap = *cap ? 2 * *cap : 16;
-			*v = realloc(*v, *cap * sizeof **v);
-			if (*v == NULL)
-				abort();
-		}
-		char *p = malloc(dl + 1 + strlen(e->d_name) + 1);
-		if (p == NULL)
-			abort();
-		sprintf(p, "%s%s%s", dir, slash ? "" : "/", e->d_name);
-		struct stat st;
-		if (stat(p, &st) != 0 || S_ISDIR(st.st_mode)) { /* readers name other non-files */
-			free(p);
-			continue;
-		}
-		(*v)[(*nv)++] = p;
+	for (const char *s = dir; *s != '\0'; s++) {
+		if (strchr("*?[\\", *s) != NULL)
+			*o++ = '\\';
+		*o++ = *s;
 	}
-	closedir(d);
+	if (o == q || o[-1] != '/')
+		*o++ = '/';
+	strcpy(o, pat);
+	int rc = glob(q, GLOB_MARK, NULL, &gl);
+	free(q);
+	if (rc != 0 && rc != GLOB_NOMATCH)
+		return sp_seterr(err, SP_EIO, "folder '%s': %s", dir,
+				 rc == GLOB_NOSPACE ? "out of memory" : "read error");
+	for (size_t i = 0; rc == 0 && i < gl.gl_pathc; i++) {
+		const char *m = gl.gl_pathv[i];
+		if (m[strlen(m) - 1] != '/')
+			push(v, nv, cap, sp__xstrdup(m));
+	}
+	if (rc == 0)
+		globfree(&gl);
 	if (*nv == n0)
 		return sp_seterr(err, SP_ENOENT, "folder '%s' has no file matching '%s'", dir, pat);
-	qsort(*v + n0, *nv - n0, sizeof **v, cmp_str);
 	return 0;
 }
 
@@ -275,20 +275,12 @@ int sp_graph_folders(const sp_graph_t *g, char ***items, size_t *n, struct sp_er
 		struct stat st;
 		if (stat(in[i], &st) == 0 && S_ISDIR(st.st_mode)) {
 			rc = folder_items(in[i], g->items_folder, &v, &nv, &cap, err);
-			free(in[i]);
+		} else {
+			push(&v, &nv, &cap, in[i]);
 			in[i] = NULL;
-			continue;
 		}
-		if (nv == cap) {
-			cap = cap ? 2 * cap : 16;
-			v = realloc(v, cap * sizeof *v);
-			if (v == NULL)
-				abort();
-		}
-		v[nv++] = in[i];
-		in[i] = NULL;
 	}
-	free_items(in, nin); /* what was not moved (after an error) */
+	free_items(in, nin); /* the folders, and what was not moved after an error */
 	if (rc != 0) {
 		free_items(v, nv);
 		v = NULL;

@@ -62,6 +62,19 @@ static void write_mrc(const char *path, int32_t nx, int32_t ny, int32_t nz, int3
 	free(buf);
 }
 
+/* Loads path, asserting success (the reader's message printed otherwise). */
+static float *load_ok(const char *path, apple_mrc_t *h)
+{
+	sp_err_t err = { 0, "" };
+	float *d = NULL;
+	int rc = apple_mrc_load_f32(path, h, &d, &err);
+	if (rc != 0)
+		print_message("# %s\n", err.msg);
+	assert_int_equal(rc, 0);
+	assert_non_null(d);
+	return d;
+}
+
 /* Asserts that opening and reading path fails with code and a message
  * that starts with the path and contains phrase. */
 static void expect_error(const char *path, int code, const char *phrase)
@@ -86,12 +99,7 @@ static void test_shared_2k(void **state)
 	char path[600];
 	shared_path(path, sizeof path, "data/apple/synth_2k_float32.mrc");
 	apple_mrc_t h;
-	sp_err_t err = { 0, "" };
-	float *d;
-	int rc = apple_mrc_load_f32(path, &h, &d, &err);
-	if (rc != 0)
-		print_message("# %s\n", err.msg);
-	assert_int_equal(rc, 0);
+	float *d = load_ok(path, &h);
 	assert_int_equal(h.nx, 2048);
 	assert_int_equal(h.ny, 2048);
 	assert_int_equal(h.nz, 1);
@@ -187,12 +195,7 @@ static void test_integer_modes(void **state)
 	for (int k = 0; k < 4; k++) {
 		write_mrc(path, nx, ny, 1, c[k].mode, k == 1 ? 96 : 0, c[k].data, c[k].n, c[k].big);
 		apple_mrc_t h;
-		sp_err_t err = { 0, "" };
-		float *d;
-		int rc = apple_mrc_load_f32(path, &h, &d, &err);
-		if (rc != 0)
-			print_message("# mode %d: %s\n", c[k].mode, err.msg);
-		assert_int_equal(rc, 0);
+		float *d = load_ok(path, &h);
 		assert_int_equal(h.mode, c[k].mode);
 		assert_int_equal(h.big_endian, c[k].big);
 		for (int e = 0; e < 12; e++) {
@@ -231,12 +234,7 @@ static void test_float16(void **state)
 	for (int big = 0; big <= 1; big++) {
 		write_mrc(path, nx, ny, 1, 12, 0, big ? (const void *)be : h16, 2 * (size_t)n, big);
 		apple_mrc_t h;
-		sp_err_t err = { 0, "" };
-		float *d;
-		int rc = apple_mrc_load_f32(path, &h, &d, &err);
-		if (rc != 0)
-			print_message("# mode 12: %s\n", err.msg);
-		assert_int_equal(rc, 0);
+		float *d = load_ok(path, &h);
 		assert_int_equal(h.mode, 12);
 		int bad = 0;
 		for (int e = 0; e < n; e++) {

@@ -198,7 +198,7 @@ static void test_key_errors(void **state)
 static void test_folder_items(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/sp-test-graph.XXXXXX", path[256], text[1024];
+	char dir[] = "/tmp/sp-[test]*graph.XXXXXX" /* glob metacharacters: escaped */, path[256], text[1024];
 	const char *files[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy" };
 	assert_non_null(mkdtemp(dir));
 	for (size_t i = 0; i < 4; i++) {

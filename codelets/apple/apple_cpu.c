@@ -694,18 +694,21 @@ double apple_svm_decision(const apple_svm_t *m, double f0, double f1)
 	return sum - m->rho;
 }
 
+/* The SVM's decision value for a window's moments, standardised as in
+ * training. */
+static double window_decision(const apple_svm_t *m, double mean, double std)
+{
+	return apple_svm_decision(m, (mean - m->mu[0]) / m->scale[0], (std - m->mu[1]) / m->scale[1]);
+}
+
 void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
 			 int r0, int r1, uint8_t *seg)
 {
 	for (int r = r0; r < r1; r++)
 		for (int c = 0; c < nw; c++) {
 			size_t o = (size_t)r * nw + c;
-			double f0 = mean[o], f1 = std[o];
-			f0 -= m->mu[0];
-			f0 /= m->scale[0];
-			f1 -= m->mu[1];
-			f1 /= m->scale[1];
-			int label = apple_svm_decision(m, f0, f1) > 0 ? m->label_pos : 1 - m->label_pos;
+			double d = window_decision(m, mean[o], std[o]);
+			int label = d > 0 ? m->label_pos : 1 - m->label_pos;
 			seg[(size_t)(r - r0) * nw + c] = (uint8_t)(label == 1);
 		}
 }
@@ -721,8 +724,7 @@ void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const ap
 		c = c < 0 ? 0 : c >= nw ? nw - 1 : c;
 		r = r < 0 ? 0 : r >= nw ? nw - 1 : r;
 		size_t o = (size_t)r * nw + c;
-		double d = apple_svm_decision(m, (mean[o] - m->mu[0]) / m->scale[0],
-					      (std[o] - m->mu[1]) / m->scale[1]);
+		double d = window_decision(m, mean[o], std[o]);
 		score[k] = m->label_pos == 1 ? d : -d;
 	}
 }

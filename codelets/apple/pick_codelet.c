@@ -679,8 +679,6 @@ static int plan_parts(starpu_data_handle_t h, const int *b, int k, int unit,
 	return 0;
 }
 
-/* The argument of the job's next task, for the stage's ctx over [lo, hi);
- * counted as submitted. */
 static double now_s(void)
 {
 	struct timespec t;
@@ -688,6 +686,8 @@ static double now_s(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The argument of the job's next task, for the stage's ctx over [lo, hi);
+ * counted as submitted. */
 static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, int lo, int hi)
 {
 	struct apple_task_arg *a = j->next_arg++;
