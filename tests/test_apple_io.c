@@ -481,6 +481,57 @@ static void test_star_f64_and_box(void **state)
 	assert_int_equal(apple_box_write(path, ixy, 2, 0, &err), SP_EINVAL);
 }
 
+/* The score-carrying layouts: exact text, our reader reads their
+ * coordinates back; a micrograph name that is not one STAR token, or a
+ * non-finite score, is refused and leaves no file. */
+static void test_picks_layouts(void **state)
+{
+	(void)state;
+	char path[600], buf[512];
+	sp_err_t err = { 0, "" };
+	int ixy[4] = { 100, 200, 39, 7 };
+	double score[2] = { 0.5, -1.25 }, *back;
+	size_t n;
+	const struct {
+		apple_star_format_t f;
+		const char *text;
+	} c[] = {
+		{ APPLE_STAR_RELION, "data_root\n\nloop_\n_rlnCoordinateX #1\n_rlnCoordinateY #2\n"
+				     "_rlnAutopickFigureOfMerit #3\n100 200 0.5\n39 7 -1.25\n" },
+		{ APPLE_STAR_CRYOSPARC, "data_root\n\nloop_\n_rlnMicrographName #1\n_rlnCoordinateX #2\n"
+					"_rlnCoordinateY #3\n_rlnAutopickFigureOfMerit #4\n"
+					"m.mrc 100 200 0.5\nm.mrc 39 7 -1.25\n" },
+		{ APPLE_STAR_CSV, "x,y,score\n100,200,0.5\n39,7,-1.25\n" },
+	};
+	for (size_t k = 0; k < 3; k++) {
+		tmp_path(path, sizeof path, "layout.star");
+		assert_int_equal(apple_picks_write_into(NULL, path, c[k].f, "m.mrc", ixy, score, 2, &err), 0);
+		FILE *f = fopen(path, "r");
+		assert_non_null(f);
+		size_t len = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[len] = '\0';
+		assert_string_equal(buf, c[k].text);
+		if (c[k].f != APPLE_STAR_CSV) {
+			assert_int_equal(apple_star_read(path, &back, &n, &err), 0);
+			assert_int_equal(n, 2);
+			for (int e = 0; e < 4; e++)
+				assert_true(back[e] == ixy[e]);
+			free(back);
+		}
+		remove(path);
+	}
+	tmp_path(path, sizeof path, "bad.star");
+	assert_int_equal(apple_picks_write_into(NULL, path, APPLE_STAR_CRYOSPARC, "a b.mrc", ixy,
+						score, 2, &err), SP_EINVAL);
+	assert_non_null(strstr(err.msg, "'a b.mrc' cannot be a STAR value"));
+	assert_int_equal(access(path, F_OK), -1);
+	score[1] = NAN;
+	assert_int_equal(apple_picks_write_into(NULL, path, APPLE_STAR_RELION, "m.mrc", ixy, score, 2,
+						&err), SP_ENONFINITE);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_star_reference_bytes),
 		cmocka_unit_test(test_star_read_tolerant),
 		cmocka_unit_test(test_star_f64_and_box),
+		cmocka_unit_test(test_picks_layouts),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);
