@@ -587,6 +587,106 @@ static void test_write_fails(void **state)
 	assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* A fibermap file as desispec writes one: an empty primary HDU and a
+ * FIBERMAP table of nrows rows, FIBER = base + row. */
+static void write_fibermap_file(const char *path, int nrows, int base)
+{
+	fitsfile *f;
+	int status = 0;
+	char *ttype[] = { "FIBER", "TARGETID" };
+	char *tform[] = { "J", "K" };
+
+	unlink(path);
+	fits_create_diskfile(&f, path, &status);
+	fits_create_img(f, BYTE_IMG, 0, NULL, &status);
+	fits_create_tbl(f, BINARY_TBL, nrows, 2, ttype, tform, NULL, "FIBERMAP", &status);
+	for (int i = 0; i < nrows; i++) {
+		int fiber = base + i;
+		LONGLONG tid = 2000000000000LL + i;
+		fits_write_col(f, TINT, 1, i + 1, 1, 1, &fiber, &status);
+		fits_write_col(f, TLONGLONG, 2, i + 1, 1, 1, &tid, &status);
+	}
+	fits_close_file(f, &status);
+	check_fits(status, "fibermap file");
+}
+
+/* desispec's -f/--fibermap: the fibermap file's FIBERMAP rows specmin ..
+ * replace the image's (or stand in for a FIBERMAP the image lacks); the
+ * file is recorded as IN_FMAP.  A file without a FIBERMAP, or with too few
+ * rows, fails naming that file, and nothing is written. */
+static void test_separate_fibermap(void **state)
+{
+	(void)state;
+	char img[600], fm[600], out[600], bad[600];
+	static frame_data_t d;
+	sp_err_t err = { 0, "" };
+
+	make_frame(&d, 3, "psf.fits");
+	tmp_path(img, sizeof img, "in3.fits");
+	tmp_path(fm, sizeof fm, "fibermap-3.fits");
+	tmp_path(out, sizeof out, "frame3.fits");
+	write_fibermap_file(fm, 500, 1000);
+	assert_int_equal(desi_fibermap_check(fm, &err), 0);
+	d.fr.fibermap = fm;
+	for (int c = 0; c < 2; c++) {
+		write_image(img, c == 0 ? IMG_FULL : IMG_NO_FIBERMAP);
+		int rc = desi_frame_write(out, &d.fr, img, &err);
+		if (rc != 0)
+			print_message("# %s\n", err.msg);
+		assert_int_equal(rc, 0);
+		fitsfile *f;
+		int status = 0, anynul = 0, fib[FS];
+		long nrows = 0;
+		char *lng = NULL;
+		fits_open_diskfile(&f, out, READONLY, &status);
+		fits_read_key_longstr(f, "IN_FMAP", &lng, NULL, &status);
+		check_fits(status, "IN_FMAP");
+		assert_string_equal(lng, fm);
+		fits_free_memory(lng, &status);
+		expect_hdu(f, 6, "FIBERMAP", 0, NULL);
+		fits_get_num_rows(f, &nrows, &status);
+		assert_int_equal(nrows, FS);
+		fits_read_col(f, TINT, 1, 1, 1, FS, NULL, fib, &anynul, &status);
+		check_fits(status, "FIBERMAP data");
+		for (int r = 0; r < FS; r++)
+			assert_int_equal(fib[r], 1003 + r);
+		fits_close_file(f, &status);
+	}
+
+	/* An image as the fibermap file when it has no FIBERMAP; a fibermap
+	 * file with a FIBER outside DESI's fibres; a missing one. */
+	assert_int_equal(desi_fibermap_check(img, &err), SP_EFORMAT);
+	assert_ptr_equal(strstr(err.msg, img), err.msg);
+	assert_non_null(strstr(err.msg, "no FIBERMAP HDU"));
+	tmp_path(bad, sizeof bad, "fibermap-bad.fits");
+	write_fibermap_file(bad, 10, 4995);
+	assert_int_equal(desi_fibermap_check(bad, &err), SP_EFORMAT);
+	assert_ptr_equal(strstr(err.msg, bad), err.msg);
+	assert_non_null(strstr(err.msg, "FIBER of row 5 is 5000, not a DESI fibre"));
+	tmp_path(bad, sizeof bad, "fibermap-missing.fits");
+	assert_int_equal(desi_fibermap_check(bad, &err), SP_ENOENT);
+
+	/* Too few rows in the fibermap file (the image's 500 would do). */
+	write_image(img, IMG_FULL);
+	tmp_path(bad, sizeof bad, "fibermap-short.fits");
+	write_fibermap_file(bad, 5, 0);
+	d.fr.fibermap = bad;
+	unlink(out);
+	int rc = desi_frame_write(out, &d.fr, img, &err);
+	assert_int_equal(rc, SP_ESHAPE);
+	assert_ptr_equal(strstr(err.msg, bad), err.msg);
+	assert_non_null(strstr(err.msg, "FIBERMAP has 5 rows, too few for spectra 3 .. 9"));
+	assert_int_not_equal(access(out, F_OK), 0);
+	no_temp_left(out);
+	/* Given, but not a fibermap file: an error, not a frame without one. */
+	d.fr.fibermap = img;
+	write_image(img, IMG_NO_FIBERMAP);
+	rc = desi_frame_write(out, &d.fr, img, &err);
+	assert_int_equal(rc, SP_EFORMAT);
+	assert_non_null(strstr(err.msg, "no FIBERMAP HDU"));
+	assert_int_not_equal(access(out, F_OK), 0);
+}
+
 static const char astropy_check[] =
 	"import sys, warnings\n"
 	"try:\n"
@@ -654,6 +754,7 @@ int main(void)
 		cmocka_unit_test(test_degenerate),
 		cmocka_unit_test(test_write_round_trip),
 		cmocka_unit_test(test_write_fails),
+		cmocka_unit_test(test_separate_fibermap),
 		cmocka_unit_test(test_astropy),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -58,7 +58,7 @@ static inline const char *shared_path(char *buf, size_t size, const char *rel)
  * are beside the output `path`. */
 static inline int temps_beside(const char *path)
 {
-	char dir[600], prefix[300];
+	char dir[600], prefix[640];
 	const char *slash = strrchr(path, '/');
 	int n = 0;
 	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");

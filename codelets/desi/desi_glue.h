@@ -34,6 +34,7 @@ typedef struct desi_image_val {
 	sp_value_t base;
 	desi_image_t img;
 	char *path;
+	char *fibermap; /* the fibermap= parameter: "" for the image's own */
 	starpu_data_handle_t pix, ivar;
 	struct desi_image_arg *arg;
 } desi_image_val_t;
@@ -45,7 +46,7 @@ typedef struct desi_frame_val {
 	float *buf; /* [nspec][DESI_NFIELD][nwave], starpu_malloc'd */
 	double *wave;
 	starpu_data_handle_t h;
-	const char *psf_path, *image_path; /* borrowed from the producers */
+	const char *psf_path, *image_path, *fibermap_path; /* borrowed from the producers */
 	struct desi_job *job; /* the extraction stages' shared job (a reference) */
 } desi_frame_val_t;
 

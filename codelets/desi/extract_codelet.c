@@ -761,6 +761,7 @@ static int stitch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	fr->h = j->hframe;
 	fr->psf_path = j->psf_path;
 	fr->image_path = j->iv->path;
+	fr->fibermap_path = j->iv->fibermap;
 	j->ctx_stitch = sp_item_taskctx(item, st, "desi_stitch");
 	return j->ctx_stitch == NULL ? SP_ENOMEM : 0;
 }

@@ -187,6 +187,23 @@ static int check_fibermap(fitsfile *f, const char *path, sp_err_t *err)
 	return rc;
 }
 
+int desi_fibermap_check(const char *path, sp_err_t *err)
+{
+	fitsfile *f;
+	int status = 0, rc = open_input(path, &f, err);
+
+	if (rc != 0)
+		return rc;
+	if (fits_movnam_hdu(f, ANY_HDU, "FIBERMAP", 0, &status) == BAD_HDU_NUM) {
+		fits_clear_errmsg();
+		rc = sp_seterr(err, SP_EFORMAT, "%s: no FIBERMAP HDU (not a fibermap file?)", path);
+	} else {
+		rc = check_fibermap(f, path, err);
+	}
+	close_quietly(f);
+	return rc;
+}
+
 int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err)
 {
 	fitsfile *f;
@@ -426,17 +443,18 @@ static int put_image(fitsfile *out, int bitpix, int type, int naxis, const long 
 	return *status;
 }
 
-/* Rows in the input's FIBERMAP (0 and no error if it has none), checked
- * to cover the frame's spectra. */
-static int fibermap_rows(fitsfile *in, const char *image_path, const desi_frame_t *fr,
-			 long *nrows, sp_err_t *err)
+/* Rows in the FIBERMAP of `in` (0 and no error if it has none and is the
+ * image, an error if it is a fibermap file), checked to cover the frame's
+ * spectra. */
+static int fibermap_rows(fitsfile *in, const char *image_path, int required,
+			 const desi_frame_t *fr, long *nrows, sp_err_t *err)
 {
 	int status = 0;
 
 	*nrows = 0;
 	if (fits_movnam_hdu(in, BINARY_TBL, "FIBERMAP", 0, &status) != 0) {
 		fits_clear_errmsg();
-		return 0;
+		return required ? sp_seterr(err, SP_EFORMAT, "%s: no FIBERMAP HDU", image_path) : 0;
 	}
 	if (fits_get_num_rows(in, nrows, &status) != 0)
 		return fits_fail(err, SP_EFORMAT, image_path, "cannot read FIBERMAP", status);
@@ -481,23 +499,32 @@ int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image
 int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t *fr,
 			  const char *image_path, sp_err_t *err)
 {
-	fitsfile *out = NULL, *in = NULL;
-	int status = 0, rc;
+	fitsfile *out = NULL, *in = NULL, *fm = NULL;
+	int status = 0, rc = 0;
 	const char *what = "cannot write";
+	const char *fm_path = fr != NULL && fr->fibermap != NULL && fr->fibermap[0] != '\0' ?
+		fr->fibermap : NULL;
 
 	if (fr == NULL || fr->nspec < 1 || fr->nwave < 1 || fr->ndiag < 0 || fr->specmin < 0 ||
 	    fr->wave == NULL || fr->flux == NULL || fr->ivar == NULL || fr->mask == NULL ||
 	    fr->resolution == NULL || fr->chi2pix == NULL)
 		return sp_seterr(err, SP_EINVAL, "%s: %s: incomplete frame", path, __func__);
 	long fm_rows = 0;
-	if (image_path != NULL) {
+	if (image_path != NULL)
 		rc = open_input(image_path, &in, err);
+	if (rc == 0 && fm_path != NULL) {
+		rc = open_input(fm_path, &fm, err);
 		if (rc == 0)
-			rc = fibermap_rows(in, image_path, fr, &fm_rows, err);
-		if (rc != 0) {
-			close_quietly(in);
-			return rc;
-		}
+			rc = fibermap_rows(fm, fm_path, 1, fr, &fm_rows, err);
+	} else if (rc == 0 && in != NULL) {
+		fm = in;
+		rc = fibermap_rows(in, image_path, 0, fr, &fm_rows, err);
+	}
+	if (rc != 0) {
+		if (fm != in)
+			close_quietly(fm);
+		close_quietly(in);
+		return rc;
 	}
 	/* CFITSIO creates its file itself and refuses an existing one: the
 	 * set's temporary (a unique, unguessable name made with O_EXCL) is
@@ -506,6 +533,8 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	if (fits_create_diskfile(&out, tmp, &status) != 0) {
 		out = NULL;
 		rc = fits_fail(err, SP_EIO, path, "cannot create the temporary file", status);
+		if (fm != in)
+			close_quietly(fm);
 		close_quietly(in);
 		return rc;
 	}
@@ -543,6 +572,8 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 				"Input PSF", &status);
 	fits_update_key_longstr(out, "IN_IMG", (char *)(fr->in_img ? fr->in_img : ""),
 				"Input image", &status);
+	if (fm_path != NULL)
+		fits_update_key_longstr(out, "IN_FMAP", (char *)fm_path, "Input fibermap", &status);
 	if (status != 0 || fits_write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write IVAR";
@@ -562,7 +593,7 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 		      &status) != 0 || fits_write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot copy FIBERMAP";
-	if (fm_rows > 0 && put_fibermap(in, out, fr->specmin, fr->nspec, fm_rows, &status) != 0)
+	if (fm_rows > 0 && put_fibermap(fm, out, fr->specmin, fr->nspec, fm_rows, &status) != 0)
 		goto fail;
 	what = "cannot write CHI2PIX";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, &status) != 0 ||
@@ -574,6 +605,8 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 		goto fail;
 	}
 	out = NULL;
+	if (fm != in)
+		close_quietly(fm);
 	close_quietly(in);
 	return 0;
 
@@ -584,6 +617,8 @@ fail:
 		fits_delete_file(out, &st);
 	}
 	fits_clear_errmsg();
+	if (fm != in)
+		close_quietly(fm);
 	close_quietly(in);
 	return rc;
 }

@@ -26,6 +26,11 @@ typedef struct desi_image {
 int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err);
 int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err);
 
+/* A separate fibermap file (desispec's -f/--fibermap): it must have a
+ * FIBERMAP binary table, with the image's FIBERMAP checks (an integer FIBER
+ * column of DESI fibres).  Errors: "PATH: reason". */
+int desi_fibermap_check(const char *path, sp_err_t *err);
+
 /* The output frame, desispec's layout. */
 typedef struct desi_frame {
 	int nspec, nwave, ndiag;    /* resolution has 2 ndiag + 1 rows */
@@ -37,11 +42,13 @@ typedef struct desi_frame {
 	const float *resolution;    /* [nspec][2 ndiag + 1][nwave] */
 	const float *chi2pix;       /* [nspec][nwave] */
 	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */
+	const char *fibermap;       /* separate fibermap file (IN_FMAP); NULL or "": the image's */
 } desi_frame_t;
 
 /* Writes FLUX (primary... see desispec: FLUX as the primary HDU with EXTNAME
  * FLUX), IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP (rows specmin ..
- * specmin+nspec-1 copied from the image's FIBERMAP when it has one), CHI2PIX;
+ * specmin+nspec-1 copied from fr->fibermap's FIBERMAP when it is given, which
+ * must then have one, else from the image's when it has one), CHI2PIX;
  * header keys NSPEC, WAVEMIN, WAVEMAX, WAVESTEP, IN_PSF, IN_IMG,
  * BUNIT='electron/Angstrom' and the image's primary header cards.  Written to
  * a temporary name in the same folder and renamed when complete; on failure

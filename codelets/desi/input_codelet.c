@@ -85,6 +85,7 @@ static void image_free(sp_value_t *v)
 	starpu_free(im->img.ivar);
 	free(im->arg);
 	free(im->path);
+	free(im->fibermap);
 	free(im);
 }
 
@@ -96,11 +97,16 @@ static int image_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t 
 			  sp_err_t *err)
 {
 	char *path = sp_item_param(item, st, "file");
-	int ny = 0, nx = 0;
-	if (path == NULL)
-		return sp_seterr(err, SP_ENOMEM, "out of memory");
-	int rc = desi_image_size(path, &ny, &nx, err);
+	char *fibermap = sp_item_param(item, st, "fibermap");
+	int ny = 0, nx = 0, rc;
+	if (path == NULL || fibermap == NULL)
+		rc = sp_seterr(err, SP_ENOMEM, "out of memory");
+	else
+		rc = desi_image_size(path, &ny, &nx, err);
+	if (rc == 0 && fibermap[0] != '\0')
+		rc = desi_fibermap_check(fibermap, err);
 	free(path);
+	free(fibermap);
 	if (rc != 0)
 		return rc;
 	e->size = (double)nx * (double)ny;
@@ -121,11 +127,13 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	im->base.free_cb = image_free;
 	*out = &im->base;
 	im->path = sp_item_param(item, st, "file");
+	im->fibermap = sp_item_param(item, st, "fibermap");
 	im->arg = calloc(1, sizeof *im->arg);
-	if (im->path == NULL || im->arg == NULL)
+	if (im->path == NULL || im->fibermap == NULL || im->arg == NULL)
 		return SP_ENOMEM;
 	/* Sizes now, data by a task: reading frame k+1 overlaps frame k's work. */
-	if (desi_image_size(im->path, &im->img.ny, &im->img.nx, &err) != 0)
+	if (desi_image_size(im->path, &im->img.ny, &im->img.nx, &err) != 0 ||
+	    (im->fibermap[0] != '\0' && desi_fibermap_check(im->fibermap, &err) != 0))
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)im->img.ny * (size_t)im->img.nx;
 	if (starpu_malloc((void **)&im->img.pix, n * sizeof(float)) != 0 ||
@@ -152,6 +160,9 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 static const sp_param_spec_t image_params[] = {
 	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
 	  "pre-processed CCD image FITS (IMAGE, IVAR, MASK, optional FIBERMAP)", 0 },
+	{ "fibermap", SP_PT_PATH, "", 0, -1, NULL,
+	  "separate fibermap FITS whose FIBERMAP goes into the frame (desispec -f); "
+	  "empty: the image's own FIBERMAP, if any", 0 },
 };
 static const sp_port_spec_t image_outputs[] = {
 	{ "image", "desi.image", "pixels and inverse variances, masked pixels at ivar 0" },
