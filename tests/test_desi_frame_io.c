@@ -687,6 +687,41 @@ static void test_separate_fibermap(void **state)
 	assert_int_not_equal(access(out, F_OK), 0);
 }
 
+/* desi_frame_scores() on a frame whose values are known in closed form:
+ * the grid 5760 + 0.8 w (13 bins) is b by its mean, all in b's top hat;
+ * flux s 100 + w + 1/2 and sqrt(ivar) flux both monotonic in w, so the
+ * medians are bin 6's.  A grid in no top hat fails, and so does the write
+ * that asks for SCORES then, with nothing left. */
+static void test_scores(void **state)
+{
+	(void)state;
+	static frame_data_t d;
+	float sum[FS];
+	double count[FS], snr[FS];
+	char band = 0, out[600];
+	sp_err_t err = { 0, "" };
+
+	make_frame(&d, 0, "psf.fits");
+	assert_int_equal(desi_frame_scores(&d.fr, &band, sum, count, snr), 0);
+	assert_int_equal(band, 'B');
+	for (int s = 0; s < FS; s++) {
+		double f6 = s * 100 + 6.5, dw = d.wave[7] - d.wave[6];
+		assert_float_equal(sum[s], 13 * (s * 100 + 0.5) + 78, 1e-6 * sum[s]);
+		assert_float_equal(count[s], f6 / ((d.wave[7] - d.wave[5]) / 2), 1e-12 * count[s]);
+		assert_float_equal(snr[s], f6 / sqrt(7.0 + s) / sqrt(dw), 1e-6 * snr[s]);
+	}
+	for (int w = 0; w < FW; w++)
+		d.wave[w] = 9850.0 + 0.8 * w;
+	assert_int_equal(desi_frame_scores(&d.fr, &band, sum, count, snr), -1);
+	assert_int_equal(band, 'Z');
+	d.fr.scores = 1;
+	tmp_path(out, sizeof out, "noband.fits");
+	assert_int_equal(desi_frame_write(out, &d.fr, NULL, &err), SP_EINVAL);
+	assert_non_null(strstr(err.msg, "no wavelength of the grid 9850 .. 9859.6"));
+	assert_int_not_equal(access(out, F_OK), 0);
+	no_temp_left(out);
+}
+
 static const char astropy_check[] =
 	"import sys, warnings\n"
 	"try:\n"
@@ -755,6 +790,7 @@ int main(void)
 		cmocka_unit_test(test_write_round_trip),
 		cmocka_unit_test(test_write_fails),
 		cmocka_unit_test(test_separate_fibermap),
+		cmocka_unit_test(test_scores),
 		cmocka_unit_test(test_astropy),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);

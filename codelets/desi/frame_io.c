@@ -482,6 +482,125 @@ static int put_fibermap(fitsfile *in, fitsfile *out, int specmin, int nspec, lon
 	return fits_write_chksum(out, status);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* numpy.median of v[0..n-1] (n >= 1; v is reordered). */
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int desi_frame_scores(const desi_frame_t *fr, char *band, float *sum, double *count,
+		      double *snr)
+{
+	static const struct { char band; double lo, hi; } tophat[3] = {
+		{ 'B', 4000, 5800 }, { 'R', 5800, 7600 }, { 'Z', 7600, 9800 } };
+	int nw = fr->nwave, b = 1;
+	if (nw < 2)
+		return -1;
+	double mean = 0;
+	for (int w = 0; w < nw; w++)
+		mean += fr->wave[w];
+	mean /= nw;
+	if (mean <= tophat[0].hi)
+		b = 0;
+	else if (mean >= tophat[2].lo)
+		b = 2;
+	*band = tophat[b].band;
+	int *in = malloc((size_t)nw * sizeof *in);
+	double *dwave = malloc((size_t)nw * sizeof *dwave);
+	double *v = malloc((size_t)nw * sizeof *v);
+	int n = 0, rc = 0;
+	if (in == NULL || dwave == NULL || v == NULL) {
+		rc = -1;
+		goto out;
+	}
+	for (int w = 0; w < nw; w++) {
+		/* numpy.gradient: central differences, one-sided at the ends */
+		dwave[w] = w == 0 ? fr->wave[1] - fr->wave[0] :
+			   w == nw - 1 ? fr->wave[w] - fr->wave[w - 1] :
+			   (fr->wave[w + 1] - fr->wave[w - 1]) / 2;
+		if (fr->wave[w] >= tophat[b].lo && fr->wave[w] < tophat[b].hi)
+			in[n++] = w;
+	}
+	if (n == 0) {
+		rc = -1;
+		goto out;
+	}
+	for (int s = 0; s < fr->nspec; s++) {
+		const float *f = fr->flux + (size_t)s * nw, *iv = fr->ivar + (size_t)s * nw;
+		double acc = 0;
+		for (int k = 0; k < n; k++)
+			acc += f[in[k]];
+		sum[s] = (float)acc;
+		for (int k = 0; k < n; k++)
+			v[k] = f[in[k]] / dwave[in[k]];
+		count[s] = median(v, (size_t)n);
+		for (int k = 0; k < n; k++)
+			v[k] = sqrt(iv[in[k]] > 0 ? (double)iv[in[k]] : 0.0) * f[in[k]] /
+			       sqrt(dwave[in[k]]);
+		snr[s] = median(v, (size_t)n);
+	}
+out:
+	free(in);
+	free(dwave);
+	free(v);
+	return rc;
+}
+
+/* Appends the SCORES table (desi_frame_scores()), with desispec's column
+ * comments on the TTYPE cards. */
+static int put_scores(fitsfile *out, const desi_frame_t *fr, const char *path, sp_err_t *err,
+		      int *status)
+{
+	size_t ns = (size_t)fr->nspec;
+	float *sum = malloc(ns * sizeof *sum);
+	double *count = malloc(ns * sizeof *count), *snr = malloc(ns * sizeof *snr);
+	char band = 0;
+	int rc = 0;
+
+	if (sum == NULL || count == NULL || snr == NULL) {
+		rc = sp_seterr(err, SP_ENOMEM, "%s: SCORES: out of memory", path);
+	} else if (desi_frame_scores(fr, &band, sum, count, snr) != 0) {
+		rc = sp_seterr(err, SP_EINVAL,
+			       "%s: SCORES: no wavelength of the grid %g .. %g is in its band's "
+			       "top hat (desispec's specscore); set no_scores=true", path,
+			       fr->wave[0], fr->wave[fr->nwave - 1]);
+	} else {
+		char n0[32], n1[32], n2[32], c[3][64];
+		char *ttype[3] = { n0, n1, n2 }, *tform[3] = { "E", "D", "D" };
+		int lo = band == 'B' ? 4000 : band == 'R' ? 5800 : 7600;
+		int hi = band == 'B' ? 5800 : band == 'R' ? 7600 : 9800;
+		snprintf(n0, sizeof n0, "SUM_RAW_COUNT_%c", band);
+		snprintf(n1, sizeof n1, "MEDIAN_RAW_COUNT_%c", band);
+		snprintf(n2, sizeof n2, "MEDIAN_RAW_SNR_%c", band);
+		snprintf(c[0], sizeof c[0], "sum counts in wave. range %d,%dA", lo, hi);
+		snprintf(c[1], sizeof c[1], "median counts/A in wave. range %d,%dA", lo, hi);
+		snprintf(c[2], sizeof c[2], "median SNR/sqrt(A) in wave. range %d,%dA", lo, hi);
+		fits_create_tbl(out, BINARY_TBL, (LONGLONG)ns, 3, ttype, tform, NULL, "SCORES",
+				status);
+		for (int k = 0; k < 3; k++) {
+			char key[16];
+			snprintf(key, sizeof key, "TTYPE%d", k + 1);
+			fits_modify_comment(out, key, c[k], status);
+		}
+		fits_write_col(out, TFLOAT, 1, 1, 1, (LONGLONG)ns, sum, status);
+		fits_write_col(out, TDOUBLE, 2, 1, 1, (LONGLONG)ns, count, status);
+		fits_write_col(out, TDOUBLE, 3, 1, 1, (LONGLONG)ns, snr, status);
+		fits_write_chksum(out, status);
+		rc = *status != 0 ? -1 : 0;
+	}
+	free(sum);
+	free(count);
+	free(snr);
+	return rc;
+}
+
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
 		     sp_err_t *err)
 {
@@ -599,6 +718,22 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, &status) != 0 ||
 	    fits_write_chksum(out, &status) != 0)
 		goto fail;
+	what = "cannot write SCORES";
+	if (fr->scores) {
+		rc = put_scores(out, fr, path, err, &status);
+		if (rc != 0 && status == 0) {
+			/* the reason is in err already */
+			int st = 0;
+			fits_delete_file(out, &st);
+			fits_clear_errmsg();
+			if (fm != in)
+				close_quietly(fm);
+			close_quietly(in);
+			return rc;
+		}
+		if (rc != 0)
+			goto fail;
+	}
 	what = "cannot close the temporary file";
 	if (fits_close_file(out, &status) != 0) {
 		out = NULL;

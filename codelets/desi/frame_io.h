@@ -43,12 +43,36 @@ typedef struct desi_frame {
 	const float *chi2pix;       /* [nspec][nwave] */
 	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */
 	const char *fibermap;       /* separate fibermap file (IN_FMAP); NULL or "": the image's */
+	int scores;                 /* write the SCORES table (desi_frame_scores()) */
 } desi_frame_t;
+
+/* desispec's MASK bits (specmask) that extraction sets. */
+#define DESI_SOMEBADPIX 0x1u  /* more than half of the bin's pixels masked or ivar 0 */
+#define DESI_ALLBADPIX 0x2u   /* all of them */
+#define DESI_BAD2DFIT 0x80u   /* bit 7: chi2pix > 100, the 2-D model does not fit */
+
+/*
+ * The SCORES table desispec's extraction appends (specscore.py,
+ * compute_frame_scores(frame, suffix="RAW"), as its frames are written): the
+ * band is b, r or z by the grid's mean wavelength (<= 5800: b, >= 7600: z),
+ * its top hat [4000, 5800), [5800, 7600) or [7600, 9800) Angstrom; with
+ * dwave = numpy.gradient(wave) and the bins in the top hat, per spectrum:
+ *   sum[s]    SUM_RAW_COUNT_<B>    sum of flux
+ *   count[s]  MEDIAN_RAW_COUNT_<B> median of flux / dwave
+ *   snr[s]    MEDIAN_RAW_SNR_<B>   median of sqrt(max(ivar, 0)) flux / sqrt(dwave)
+ * (desispec treats a frame's flux as counts per bin here although its BUNIT
+ * is per Angstrom; we keep its numbers).  *band gets 'B', 'R' or 'Z'.
+ * Returns 0, or -1 when the grid has fewer than 2 bins or none in the top
+ * hat (desispec raises ValueError) or memory runs out.
+ */
+int desi_frame_scores(const desi_frame_t *fr, char *band, float *sum, double *count,
+		      double *snr);
 
 /* Writes FLUX (primary... see desispec: FLUX as the primary HDU with EXTNAME
  * FLUX), IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP (rows specmin ..
  * specmin+nspec-1 copied from fr->fibermap's FIBERMAP when it is given, which
- * must then have one, else from the image's when it has one), CHI2PIX;
+ * must then have one, else from the image's when it has one), CHI2PIX, and
+ * SCORES when fr->scores;
  * header keys NSPEC, WAVEMIN, WAVEMAX, WAVESTEP, IN_PSF, IN_IMG,
  * BUNIT='electron/Angstrom' and the image's primary header cards.  Written to
  * a temporary name in the same folder and renamed when complete; on failure

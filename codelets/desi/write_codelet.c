@@ -9,11 +9,16 @@
 #include "../../src/stage.h"
 #include "desi_glue.h"
 
+struct desi_write_params {
+	int no_scores;
+};
+
 struct desi_write_arg {
 	sp_taskctx_t *ctx;
 	desi_frame_val_t *fr;
 	char *path;
 	const char *tmp; /* the temporary of the item's output set */
+	int scores;
 };
 
 typedef struct desi_write_val {
@@ -47,15 +52,18 @@ static void write_cpu(void *buffers[], void *cl_arg)
 		memcpy(res + s * nd * nw, row + DESI_F_RES0 * nw, nd * nw * sizeof *res);
 		for (size_t w = 0; w < nw; w++) {
 			float f = row[DESI_F_PIXMASK * nw + w];
-			/* desispec: SOMEBADPIX (bit 0) above half masked, ALLBADPIX (bit 1) all. */
-			mask[s * nw + w] = (f > 0.5f ? 1u : 0u) | (f >= 1.0f ? 2u : 0u);
+			/* desispec: SOMEBADPIX above half masked, ALLBADPIX all,
+			 * BAD2DFIT where chi2pix > 100. */
+			mask[s * nw + w] = (f > 0.5f ? DESI_SOMEBADPIX : 0u) |
+					   (f >= 1.0f ? DESI_ALLBADPIX : 0u) |
+					   (chi2[s * nw + w] > 100.0f ? DESI_BAD2DFIT : 0u);
 		}
 	}
 	desi_frame_t fr = { .nspec = pl->nspec, .nwave = pl->nwave, .ndiag = DESI_NDIAG,
 			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
 			    .mask = mask, .resolution = res, .chi2pix = chi2,
 			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path,
-			    .fibermap = a->fr->fibermap_path };
+			    .fibermap = a->fr->fibermap_path, .scores = a->scores };
 	if (desi_frame_write_into(a->tmp, a->path, &fr, a->fr->image_path, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
 out:
@@ -87,6 +95,7 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	*out = &w->base;
 	w->arg.fr = (desi_frame_val_t *)in[0];
 	w->arg.path = sp_item_param(item, st, "file");
+	w->arg.scores = !((const struct desi_write_params *)st->typed)->no_scores;
 	w->arg.ctx = sp_item_taskctx(item, st, "desi_write");
 	if (w->arg.path == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
@@ -108,6 +117,9 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 static const sp_param_spec_t write_params[] = {
 	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output frame FITS (desispec layout)", 0 },
+	{ "no_scores", SP_PT_BOOL, "false", 0, -1, NULL,
+	  "do not write the SCORES table (desispec --no-scores)",
+	  SP_AT(struct desi_write_params, no_scores) },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "frame", "desi.frame", "the extracted frame" },
@@ -115,8 +127,9 @@ static const sp_port_spec_t write_inputs[] = {
 
 const sp_stage_kind_t sp_desi_write_kind = {
 	.name = "desi.write",
-	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX)",
+	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, SCORES)",
 	SP_KIND_PARAMS(write_params),
+	.params_size = sizeof(struct desi_write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "desi_write",
