@@ -47,6 +47,7 @@ typedef struct desi_frame_val {
 	double *wave;
 	starpu_data_handle_t h;
 	const char *psf_path, *image_path, *fibermap_path; /* borrowed from the producers */
+	double heliocor; /* barycentric factor applied to wave; 0: none */
 	struct desi_job *job; /* the extraction stages' shared job (a reference) */
 } desi_frame_val_t;
 

@@ -5,6 +5,7 @@
 
 #include "../../src/runtime.h"
 #include "../../src/stage.h"
+#include "barycorr.h"
 #include "desi_glue.h"
 #include "extract.h"
 #ifdef SP_HAVE_CUDA
@@ -84,6 +85,7 @@ struct desi_job {
 	const desi_psf_t *psf;
 	const desi_image_val_t *iv;
 	const char *psf_path;
+	double heliocor; /* barycentric factor (barycentric_correction), 0: none */
 	float *buf;   /* the frame [nspec][DESI_NFIELD][nwave], starpu_malloc'd */
 	double *wave, *fullwave;
 	starpu_data_handle_t hframe, *parts;
@@ -445,6 +447,7 @@ static int spots_window(void)
 struct spots_params {
 	double wmin, wmax, dw, wavepad_frac, pixpad_frac;
 	long long specmin, nspec, bundlesize, nsubbundles, nwavestep, wavepad;
+	int barycentric_correction;
 };
 struct patch_params {
 	double regularize;
@@ -475,12 +478,29 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	desi_plan_t *pl = &j->plan;
 	/* desispec's default grid: the wavelengths every fibre's trace has on
 	 * the CCD, rounded inwards to whole Angstroms. */
-	double wmin = sp->wmin, wmax = sp->wmax;
+	double wmin = sp->wmin, wmax = sp->wmax, dw = sp->dw, bary = 1;
 	if (desi_psf_default_grid(psf, &wmin, &wmax) != 0)
 		return sp_status_set(status, SP_EINVAL,
 				     "%s: cannot invert the PSF's YTRACE to find its wavelength range; "
 				     "set wmin and wmax", pv->path);
-	if (desi_plan_init(pl, wmin, wmax, sp->dw, (int)sp->specmin, (int)sp->nspec,
+	/* desispec --barycentric-correction: extract on the grid divided by
+	 * the factor, label the result with the grid itself (wave *= factor),
+	 * the spectra untouched. */
+	if (sp->barycentric_correction) {
+		double ra, dec, mjd;
+		sp_err_t err = { 0 };
+		if (desi_image_sky(iv->path, &ra, &dec, &mjd, &err) != 0)
+			return sp_status_set_err(status, &err);
+		if (desi_barycentric_factor(ra, dec, mjd, &bary) != 0)
+			return sp_status_set(status, SP_EINVAL,
+					     "%s: no barycentric correction for RA %g, DEC %g, MJD %g",
+					     iv->path, ra, dec, mjd);
+		wmin /= bary;
+		wmax /= bary;
+		dw /= bary;
+		j->heliocor = bary;
+	}
+	if (desi_plan_init(pl, wmin, wmax, dw, (int)sp->specmin, (int)sp->nspec,
 			   (int)sp->bundlesize, (int)sp->nsubbundles, (int)sp->nwavestep,
 			   (int)sp->wavepad, sp->wavepad_frac, sp->pixpad_frac, msg, sizeof msg) != 0)
 		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
@@ -520,7 +540,7 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	}
 	j->sub0[pl->nbundles] = j->nsubs;
 	for (int w = 0; w < pl->nwave; w++)
-		j->wave[w] = pl->wmin + pl->dw * w;
+		j->wave[w] = (pl->wmin + pl->dw * w) * bary;
 	for (int i = 0; i < pl->nfullwave; i++)
 		j->fullwave[i] = desi_plan_fullwave(pl, i);
 	if (starpu_malloc((void **)&j->buf, (size_t)pl->nspec * rowlen * sizeof(float)) != 0) {
@@ -762,6 +782,7 @@ static int stitch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	fr->psf_path = j->psf_path;
 	fr->image_path = j->iv->path;
 	fr->fibermap_path = j->iv->fibermap;
+	fr->heliocor = j->heliocor;
 	j->ctx_stitch = sp_item_taskctx(item, st, "desi_stitch");
 	return j->ctx_stitch == NULL ? SP_ENOMEM : 0;
 }
@@ -806,6 +827,9 @@ static const sp_param_spec_t spots_params[] = {
 	  "last wavelength of the grid, inclusive (A); 0: floor of the PSF's wmax_all, as desispec",
 	  SPOT(wmax) },
 	{ "dw", SP_PT_FLOAT, "0.8", 0.01, 100, NULL, "wavelength step (A)", SPOT(dw) },
+	{ "barycentric_correction", SP_PT_BOOL, "false", 0, -1, NULL,
+	  "desispec --barycentric-correction: extract on the grid / HELIOCOR (from the image "
+	  "header's RA, DEC and MJD), write the grid itself", SPOT(barycentric_correction) },
 	{ "specmin", SP_PT_INT, "0", 0, 10000, NULL, "first spectrum (fibre) to extract",
 	  SPOT(specmin) },
 	{ "nspec", SP_PT_INT, "500", 1, 10000, NULL, "number of spectra", SPOT(nspec) },

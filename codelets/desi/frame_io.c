@@ -308,6 +308,63 @@ static int read_keys(fitsfile *f, const char *path, desi_image_t *img, sp_err_t 
 	return 0;
 }
 
+/* The first of keys[] present, looked for in the IMAGE HDU then the
+ * primary one; *found 0 if none is. */
+static int first_key(fitsfile *f, const char *path, int image_hdu, const char *const *keys,
+		     double lo, double hi, double *v, int *found, sp_err_t *err)
+{
+	const double none = -1e300;
+	int hdus[2] = { image_hdu, 1 };
+
+	*found = 0;
+	for (int h = 0; h < (image_hdu == 1 ? 1 : 2); h++) {
+		int status = 0;
+		if (fits_movabs_hdu(f, hdus[h], NULL, &status) != 0)
+			return fits_fail(err, SP_EFORMAT, path, "cannot read the header", status);
+		for (int k = 0; keys[k] != NULL; k++) {
+			int rc = desi_fitskey_double(f, path, hdus[h] == 1 ? "primary" : "IMAGE",
+						     keys[k], lo, hi, &none, v, err);
+			if (rc != 0)
+				return rc;
+			if (*v != none) {
+				*found = 1;
+				return 0;
+			}
+		}
+	}
+	return 0;
+}
+
+int desi_image_sky(const char *path, double *ra, double *dec, double *mjd, sp_err_t *err)
+{
+	static const char *const ra_keys[] = { "TARGTRA", "SKYRA", "TELRA", "RA", NULL };
+	static const char *const dec_keys[] = { "TARGTDEC", "SKYDEC", "TELDEC", "DEC", NULL };
+	static const char *const mjd_keys[] = { "MJD-OBS", "MJD", NULL };
+	fitsfile *f;
+	int ny, nx, bitpix, hdu = 1, found = 0;
+	int rc = open_input(path, &f, err);
+
+	if (rc == 0)
+		rc = find_image(f, path, "IMAGE", &ny, &nx, &bitpix, err);
+	if (rc == 0)
+		fits_get_hdu_num(f, &hdu);
+	if (rc == 0 && (rc = first_key(f, path, hdu, ra_keys, -360, 360, ra, &found, err)) == 0 &&
+	    !found)
+		rc = sp_seterr(err, SP_EFORMAT, "%s: no TARGTRA, SKYRA, TELRA nor RA in the header "
+			       "(needed by barycentric_correction)", path);
+	if (rc == 0 &&
+	    (rc = first_key(f, path, hdu, dec_keys, -90, 90, dec, &found, err)) == 0 && !found)
+		rc = sp_seterr(err, SP_EFORMAT, "%s: no TARGTDEC, SKYDEC, TELDEC nor DEC in the "
+			       "header (needed by barycentric_correction)", path);
+	/* ERFA's leap-second table starts in 1960 (MJD 36934). */
+	if (rc == 0 &&
+	    (rc = first_key(f, path, hdu, mjd_keys, 36934, 1e6, mjd, &found, err)) == 0 && !found)
+		rc = sp_seterr(err, SP_EFORMAT, "%s: no MJD-OBS nor MJD in the header (needed by "
+			       "barycentric_correction)", path);
+	close_quietly(f);
+	return rc;
+}
+
 int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err)
 {
 	fitsfile *f;
@@ -693,6 +750,9 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 				"Input image", &status);
 	if (fm_path != NULL)
 		fits_update_key_longstr(out, "IN_FMAP", (char *)fm_path, "Input fibermap", &status);
+	if (fr->heliocor > 0)
+		fits_update_key_fixdbl(out, "HELIOCOR", fr->heliocor, 15,
+				       "Barycentric correction factor applied to wave", &status);
 	if (status != 0 || fits_write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write IVAR";

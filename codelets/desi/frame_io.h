@@ -26,6 +26,13 @@ typedef struct desi_image {
 int desi_image_size(const char *path, int *ny, int *nx, sp_err_t *err);
 int desi_image_read(const char *path, desi_image_t *img, size_t *nbad, sp_err_t *err);
 
+/* The exposure's sky position and time for the barycentric correction,
+ * with desispec's precedence (extract.py): RA from TARGTRA, SKYRA, TELRA or
+ * RA; DEC from TARGTDEC, SKYDEC, TELDEC or DEC (degrees); the UTC MJD from
+ * MJD-OBS or MJD; each looked for in the IMAGE HDU's header, then the
+ * primary's.  A missing or malformed one: "PATH: reason". */
+int desi_image_sky(const char *path, double *ra, double *dec, double *mjd, sp_err_t *err);
+
 /* A separate fibermap file (desispec's -f/--fibermap): it must have a
  * FIBERMAP binary table, with the image's FIBERMAP checks (an integer FIBER
  * column of DESI fibres).  Errors: "PATH: reason". */
@@ -44,6 +51,7 @@ typedef struct desi_frame {
 	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */
 	const char *fibermap;       /* separate fibermap file (IN_FMAP); NULL or "": the image's */
 	int scores;                 /* write the SCORES table (desi_frame_scores()) */
+	double heliocor;            /* barycentric factor applied to wave (HELIOCOR); 0: none */
 } desi_frame_t;
 
 /* desispec's MASK bits (specmask) that extraction sets. */

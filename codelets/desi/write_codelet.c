@@ -63,7 +63,8 @@ static void write_cpu(void *buffers[], void *cl_arg)
 			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
 			    .mask = mask, .resolution = res, .chi2pix = chi2,
 			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path,
-			    .fibermap = a->fr->fibermap_path, .scores = a->scores };
+			    .fibermap = a->fr->fibermap_path, .scores = a->scores,
+			    .heliocor = a->fr->heliocor };
 	if (desi_frame_write_into(a->tmp, a->path, &fr, a->fr->image_path, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
 out:
