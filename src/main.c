@@ -640,6 +640,21 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
 	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
 	conf.workers_per_gpu = (int)sp_param_int(rt_value(c, g, rt_index("workers_per_gpu")));
+	/* Without CPU workers, a stage with CPU tasks only (readers, writers)
+	 * could never run: StarPU refuses its first task (ENODEV) mid-batch. */
+	for (size_t k = 0; conf.ncpus == 0 && k < g->nstages; k++) {
+		const sp_gstage_t *st = &g->stages[k];
+		unsigned can = st->kind->impl & (st->where ? st->where : SP_IMPL_CPU | SP_IMPL_CUDA);
+		if (st->kind->codelets != NULL && st->kind->codelets[0] != '\0' &&
+		    !(can & SP_IMPL_CUDA)) {
+			if (rank0)
+				fprintf(stderr, "starpipe: %s: stage '%s' (%s) runs on CPU workers "
+					"only, and --ncpus 0 leaves none: give it at least 1\n",
+					g->file, st->name, st->kind->name);
+			status = EXIT_USAGE;
+			goto out;
+		}
+	}
 	conf.perfmodel_dir = rt_value(c, g, rt_index("perfmodel_dir"));
 	conf.calibrate = (int)sp_param_int(rt_value(c, g, rt_index("calibrate")));
 	conf.progress = !c->quiet && rank0; /* MPI: rank 0's progress only */
