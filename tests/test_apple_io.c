@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <png.h>
 
 #include "testutil.h"
 
 #include "../codelets/apple/mrc.h"
 #include "../codelets/apple/star.h"
+#include "../codelets/apple/preview.h"
 
 static int setup(void **state)
 {
@@ -532,6 +534,65 @@ static void test_picks_layouts(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/* apple_preview_render() on a rectangular 300 x 500 image binned by 5: the
+ * size, the contrast stretch (1st/99th percentiles to 0/255), a pick's
+ * circle green at its radius and grey at its centre, row 0 on top; the PNG
+ * read back by libpng holds the same pixels; a bad max_side is refused and
+ * leaves no file. */
+static void test_preview(void **state)
+{
+	(void)state;
+	enum { NY = 300, NX = 500 };
+	static float img[NY][NX];
+	for (int y = 0; y < NY; y++)
+		for (int x = 0; x < NX; x++)
+			img[y][x] = y >= 200 ? 1000.0f : (float)(10 * (x / 100));
+	int xy[2] = { 250, 150 }; /* x, y */
+	uint8_t *rgb = NULL;
+	int h = 0, w = 0;
+	sp_err_t err = { 0 };
+	assert_int_equal(apple_preview_render(&img[0][0], NY, NX, xy, 1, 50, 100, &rgb, &h, &w,
+					      &err), 0);
+	assert_int_equal(h, 60);
+	assert_int_equal(w, 100);
+#define PIX(y, x, c) rgb[3 * ((size_t)(y) * w + (x)) + (c)]
+	/* 1st percentile 0, 99th 1000 (the bright band, rows >= 200: binned
+	 * rows >= 40): 0 -> 0, 1000 -> 255, the step 40 -> round(10.2) */
+	assert_int_equal(PIX(50, 5, 0), 255);
+	assert_int_equal(PIX(0, 0, 0), 0);
+	assert_int_equal(PIX(10, 90, 2), 10);
+	/* the circle: centre (50.1, 30.1) binned, radius 25 / 5 = 5 */
+	assert_int_equal(PIX(30, 50, 0), PIX(30, 50, 1)); /* grey at the centre */
+	assert_int_equal(PIX(30, 55, 0), 0);
+	assert_int_equal(PIX(30, 55, 1), 255);
+	assert_int_equal(PIX(25, 50, 1), 255);
+	assert_true(PIX(20, 50, 0) == PIX(20, 50, 1)); /* outside the ring: grey */
+
+	char path[600], tmp[700];
+	tmp_path(path, sizeof path, "preview.png");
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	assert_int_equal(apple_preview_write_into(tmp, path, &img[0][0], NY, NX, xy, 1, 50, 100,
+						  &err), 0);
+	png_image im;
+	memset(&im, 0, sizeof im);
+	im.version = PNG_IMAGE_VERSION;
+	assert_true(png_image_begin_read_from_file(&im, tmp) != 0);
+	assert_int_equal(im.width, 100);
+	assert_int_equal(im.height, 60);
+	im.format = PNG_FORMAT_RGB;
+	uint8_t *back = malloc(PNG_IMAGE_SIZE(im));
+	assert_non_null(back);
+	assert_true(png_image_finish_read(&im, NULL, back, 0, NULL) != 0);
+	assert_memory_equal(back, rgb, 3 * (size_t)h * w);
+	free(back);
+	free(rgb);
+	unlink(tmp);
+	assert_int_equal(apple_preview_write_into(tmp, path, &img[0][0], NY, NX, xy, 1, 50, 8,
+						  &err), SP_EINVAL);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+#undef PIX
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +605,7 @@ int main(void)
 		cmocka_unit_test(test_star_read_tolerant),
 		cmocka_unit_test(test_star_f64_and_box),
 		cmocka_unit_test(test_picks_layouts),
+		cmocka_unit_test(test_preview),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

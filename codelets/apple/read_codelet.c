@@ -107,7 +107,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 }
 
 static const sp_param_spec_t read_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6; one section)", 0 },
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6, 12; one section)", 0 },
 };
 static const sp_port_spec_t read_outputs[] = {
 	{ "micrograph", "apple.micrograph", "the micrograph, float32 [rows][columns]" },

@@ -6,14 +6,17 @@
 #include "../../src/fsutil.h"
 #include "../../src/stage.h"
 #include "apple_glue.h"
+#include "mrc.h"
+#include "preview.h"
 #include "star.h"
 
 struct apple_write_arg {
 	sp_taskctx_t *ctx;
 	apple_picks_val_t *pv;
-	char *star, *box, *csv;
-	const char *star_tmp, *box_tmp, *csv_tmp; /* temporaries of the item's output set */
+	char *star, *box, *csv, *png;
+	const char *star_tmp, *box_tmp, *csv_tmp, *png_tmp; /* temporaries of the item's output set */
 	int box_size;
+	int preview_size;
 	int format; /* apple_star_format_t of the STAR */
 };
 
@@ -22,18 +25,21 @@ struct write_params {
 	long long box_size;
 	int star_format; /* aspire|relion|cryosparc: apple_star_format_t's order */
 	int csv;         /* also <star less .star>.csv */
+	int preview;     /* also <star less .star>.png */
+	long long preview_size;
 };
 
-/* The CSV beside `star`: its name with .csv for .star (or .csv appended). */
-static char *csv_name(const char *star)
+/* A file beside `star`: its name with ext (".csv", ".png") for .star (or
+ * ext appended). */
+static char *sibling_name(const char *star, const char *ext)
 {
-	size_t n = strlen(star);
+	size_t n = strlen(star), e = strlen(ext);
 	if (n > 5 && strcmp(star + n - 5, ".star") == 0)
 		n -= 5;
-	char *s = malloc(n + 5);
+	char *s = malloc(n + e + 1);
 	if (s != NULL) {
 		memcpy(s, star, n);
-		memcpy(s + n, ".csv", 5);
+		memcpy(s + n, ext, e + 1);
 	}
 	return s;
 }
@@ -66,6 +72,22 @@ static void write_cpu(void *buffers[], void *cl_arg)
 		sp_status_set_err(a->ctx->status, &err);
 		return;
 	}
+	if (a->png_tmp != NULL) {
+		/* The micrograph again: the preview is optional, its pixels were
+		 * released after preprocessing. */
+		apple_mrc_t hdr;
+		float *img = NULL;
+		int rc = apple_mrc_load_f32(a->pv->path, &hdr, &img, &err);
+		if (rc == 0)
+			rc = apple_preview_write_into(a->png_tmp, a->png, img, hdr.ny, hdr.nx, xy, n,
+						      a->pv->params.particle_size, a->preview_size,
+						      &err);
+		free(img);
+		if (rc != 0) {
+			sp_status_set_err(a->ctx->status, &err);
+			return;
+		}
+	}
 	sp_item_report_num(a->ctx->item, "picks", a->pv->npick);
 }
 
@@ -78,6 +100,7 @@ static void write_free(sp_value_t *v)
 	free(w->arg.star);
 	free(w->arg.box);
 	free(w->arg.csv);
+	free(w->arg.png);
 	free(w);
 }
 
@@ -94,16 +117,20 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.star = sp_item_param(item, st, "star");
 	w->arg.box = sp_item_param(item, st, "box");
 	const struct write_params *wp = st->typed;
-	w->arg.csv = wp->csv && w->arg.star != NULL ? csv_name(w->arg.star) : strdup("");
+	w->arg.csv = wp->csv && w->arg.star != NULL ? sibling_name(w->arg.star, ".csv") : strdup("");
+	w->arg.png = wp->preview && w->arg.star != NULL ? sibling_name(w->arg.star, ".png") : strdup("");
+	w->arg.preview_size = (int)wp->preview_size;
 	w->arg.box_size = (int)wp->box_size;
 	w->arg.format = wp->star_format;
 	w->arg.ctx = sp_item_taskctx(item, st, "apple_write");
-	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.csv == NULL || w->arg.ctx == NULL)
+	if (w->arg.star == NULL || w->arg.box == NULL || w->arg.csv == NULL || w->arg.png == NULL ||
+	    w->arg.ctx == NULL)
 		return SP_ENOMEM;
 	sp_err_t err = { 0 };
 	if (sp_item_output(item, w->arg.star, &w->arg.star_tmp, &err) != 0 ||
 	    (w->arg.box[0] != '\0' && sp_item_output(item, w->arg.box, &w->arg.box_tmp, &err) != 0) ||
-	    (w->arg.csv[0] != '\0' && sp_item_output(item, w->arg.csv, &w->arg.csv_tmp, &err) != 0))
+	    (w->arg.csv[0] != '\0' && sp_item_output(item, w->arg.csv, &w->arg.csv_tmp, &err) != 0) ||
+	    (w->arg.png[0] != '\0' && sp_item_output(item, w->arg.png, &w->arg.png_tmp, &err) != 0))
 		return sp_status_set_err(sp_item_status(item), &err);
 	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.pv->h,
 						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
@@ -127,6 +154,12 @@ static const sp_param_spec_t write_params[] = {
 	{ "csv", SP_PT_BOOL, "false", 0, -1, NULL,
 	  "also write the picks as CSV (x,y,score) beside the STAR file, named as it with .csv",
 	  SP_AT(struct write_params, csv) },
+	{ "preview", SP_PT_BOOL, "false", 0, -1, NULL,
+	  "also write a PNG of the micrograph with the picks circled beside the STAR file, "
+	  "named as it with .png (ASPIRE's --create_jpg)", SP_AT(struct write_params, preview) },
+	{ "preview_size", SP_PT_INT, "1024", 16, 16384, NULL,
+	  "longest side of the preview in pixels at most (the micrograph binned by whole factors)",
+	  SP_AT(struct write_params, preview_size) },
 	{ "box", SP_PT_OUTPUT, "", 0, -1, NULL, "EMAN BOX file (\"\": not written)", 0 },
 	{ "box_size", SP_PT_INT, "0", 0, 100000, NULL, "BOX side; 0: particle_size",
 	  SP_AT(struct write_params, box_size) },
@@ -137,7 +170,7 @@ static const sp_port_spec_t write_inputs[] = {
 
 const sp_stage_kind_t sp_apple_write_kind = {
 	.name = "apple.write",
-	.help = "Write particle picks as RELION STAR (and EMAN BOX, CSV)",
+	.help = "Write particle picks as RELION STAR (and EMAN BOX, CSV, a PNG preview)",
 	SP_KIND_PARAMS(write_params),
 	.params_size = sizeof(struct write_params),
 	SP_KIND_INPUTS(write_inputs),
