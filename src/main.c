@@ -640,9 +640,11 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
 	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
 	conf.workers_per_gpu = (int)sp_param_int(rt_value(c, g, rt_index("workers_per_gpu")));
-	/* Without CPU workers, a stage with CPU tasks only (readers, writers)
-	 * could never run: StarPU refuses its first task (ENODEV) mid-batch. */
-	for (size_t k = 0; conf.ncpus == 0 && k < g->nstages; k++) {
+	/* GPU workers asked for and no CPU worker: a stage with CPU tasks only
+	 * (readers, writers) could never run, and StarPU would refuse its first
+	 * task (ENODEV) mid-batch.  (--ncpus 0 with the default --ncuda is left
+	 * to the runtime: without a GPU it has no worker at all, exit 4.) */
+	for (size_t k = 0; conf.ncpus == 0 && conf.ncuda > 0 && k < g->nstages; k++) {
 		const sp_gstage_t *st = &g->stages[k];
 		unsigned can = st->kind->impl & (st->where ? st->where : SP_IMPL_CPU | SP_IMPL_CUDA);
 		if (st->kind->codelets != NULL && st->kind->codelets[0] != '\0' &&
