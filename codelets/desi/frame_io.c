@@ -610,52 +610,63 @@ out:
 	return rc;
 }
 
-/* Appends the SCORES table (desi_frame_scores()), with desispec's column
- * comments on the TTYPE cards. */
-static int put_scores(fitsfile *out, const desi_frame_t *fr, const char *path, sp_err_t *err,
-		      int *status)
+/* A frame's SCORES (desi_frame_scores()), computed before any file is
+ * opened, so that a grid without a band fails before the work. */
+typedef struct frame_scores {
+	char band;
+	float *sum;
+	double *count, *snr;
+} frame_scores_t;
+
+static void scores_free(frame_scores_t *sc)
+{
+	free(sc->sum);
+	free(sc->count);
+	free(sc->snr);
+}
+
+static int scores_compute(const desi_frame_t *fr, const char *path, frame_scores_t *sc,
+			  sp_err_t *err)
 {
 	size_t ns = (size_t)fr->nspec;
-	float *sum = malloc(ns * sizeof *sum);
-	double *count = malloc(ns * sizeof *count), *snr = malloc(ns * sizeof *snr);
-	char band = 0;
-	int rc = 0;
+	sc->sum = malloc(ns * sizeof *sc->sum);
+	sc->count = malloc(ns * sizeof *sc->count);
+	sc->snr = malloc(ns * sizeof *sc->snr);
+	if (sc->sum == NULL || sc->count == NULL || sc->snr == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: SCORES: out of memory", path);
+	if (desi_frame_scores(fr, &sc->band, sc->sum, sc->count, sc->snr) != 0)
+		return sp_seterr(err, SP_EINVAL,
+				 "%s: SCORES: no wavelength of the grid %g .. %g is in its band's "
+				 "top hat (desispec's specscore); set no_scores=true", path,
+				 fr->wave[0], fr->wave[fr->nwave - 1]);
+	return 0;
+}
 
-	if (sum == NULL || count == NULL || snr == NULL) {
-		rc = sp_seterr(err, SP_ENOMEM, "%s: SCORES: out of memory", path);
-	} else if (desi_frame_scores(fr, &band, sum, count, snr) != 0) {
-		rc = sp_seterr(err, SP_EINVAL,
-			       "%s: SCORES: no wavelength of the grid %g .. %g is in its band's "
-			       "top hat (desispec's specscore); set no_scores=true", path,
-			       fr->wave[0], fr->wave[fr->nwave - 1]);
-	} else {
-		char n0[32], n1[32], n2[32], c[3][64];
-		char *ttype[3] = { n0, n1, n2 }, *tform[3] = { "E", "D", "D" };
-		int lo = band == 'B' ? 4000 : band == 'R' ? 5800 : 7600;
-		int hi = band == 'B' ? 5800 : band == 'R' ? 7600 : 9800;
-		snprintf(n0, sizeof n0, "SUM_RAW_COUNT_%c", band);
-		snprintf(n1, sizeof n1, "MEDIAN_RAW_COUNT_%c", band);
-		snprintf(n2, sizeof n2, "MEDIAN_RAW_SNR_%c", band);
-		snprintf(c[0], sizeof c[0], "sum counts in wave. range %d,%dA", lo, hi);
-		snprintf(c[1], sizeof c[1], "median counts/A in wave. range %d,%dA", lo, hi);
-		snprintf(c[2], sizeof c[2], "median SNR/sqrt(A) in wave. range %d,%dA", lo, hi);
-		fits_create_tbl(out, BINARY_TBL, (LONGLONG)ns, 3, ttype, tform, NULL, "SCORES",
-				status);
-		for (int k = 0; k < 3; k++) {
-			char key[16];
-			snprintf(key, sizeof key, "TTYPE%d", k + 1);
-			fits_modify_comment(out, key, c[k], status);
-		}
-		fits_write_col(out, TFLOAT, 1, 1, 1, (LONGLONG)ns, sum, status);
-		fits_write_col(out, TDOUBLE, 2, 1, 1, (LONGLONG)ns, count, status);
-		fits_write_col(out, TDOUBLE, 3, 1, 1, (LONGLONG)ns, snr, status);
-		fits_write_chksum(out, status);
-		rc = *status != 0 ? -1 : 0;
+/* Appends the SCORES table of nspec rows, with desispec's column comments
+ * on the TTYPE cards. */
+static int put_scores(fitsfile *out, const frame_scores_t *sc, int nspec, int *status)
+{
+	char n0[32], n1[32], n2[32], c[3][64];
+	char *ttype[3] = { n0, n1, n2 }, *tform[3] = { "E", "D", "D" };
+	char band = sc->band;
+	int lo = band == 'B' ? 4000 : band == 'R' ? 5800 : 7600;
+	int hi = band == 'B' ? 5800 : band == 'R' ? 7600 : 9800;
+	snprintf(n0, sizeof n0, "SUM_RAW_COUNT_%c", band);
+	snprintf(n1, sizeof n1, "MEDIAN_RAW_COUNT_%c", band);
+	snprintf(n2, sizeof n2, "MEDIAN_RAW_SNR_%c", band);
+	snprintf(c[0], sizeof c[0], "sum counts in wave. range %d,%dA", lo, hi);
+	snprintf(c[1], sizeof c[1], "median counts/A in wave. range %d,%dA", lo, hi);
+	snprintf(c[2], sizeof c[2], "median SNR/sqrt(A) in wave. range %d,%dA", lo, hi);
+	fits_create_tbl(out, BINARY_TBL, nspec, 3, ttype, tform, NULL, "SCORES", status);
+	for (int k = 0; k < 3; k++) {
+		char key[16];
+		snprintf(key, sizeof key, "TTYPE%d", k + 1);
+		fits_modify_comment(out, key, c[k], status);
 	}
-	free(sum);
-	free(count);
-	free(snr);
-	return rc;
+	fits_write_col(out, TFLOAT, 1, 1, 1, nspec, sc->sum, status);
+	fits_write_col(out, TDOUBLE, 2, 1, 1, nspec, sc->count, status);
+	fits_write_col(out, TDOUBLE, 3, 1, 1, nspec, sc->snr, status);
+	return fits_write_chksum(out, status);
 }
 
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
@@ -685,8 +696,11 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	    fr->wave == NULL || fr->flux == NULL || fr->ivar == NULL || fr->mask == NULL ||
 	    fr->resolution == NULL || fr->chi2pix == NULL)
 		return sp_seterr(err, SP_EINVAL, "%s: %s: incomplete frame", path, __func__);
+	frame_scores_t sc = { 0 };
+	if (fr->scores)
+		rc = scores_compute(fr, path, &sc, err);
 	long fm_rows = 0;
-	if (image_path != NULL)
+	if (rc == 0 && image_path != NULL)
 		rc = open_input(image_path, &in, err);
 	if (rc == 0 && fm_path != NULL) {
 		rc = open_input(fm_path, &fm, err);
@@ -696,12 +710,8 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 		fm = in;
 		rc = fibermap_rows(in, image_path, 0, fr, &fm_rows, err);
 	}
-	if (rc != 0) {
-		if (fm != in)
-			close_quietly(fm);
-		close_quietly(in);
-		return rc;
-	}
+	if (rc != 0)
+		goto out;
 	/* CFITSIO creates its file itself and refuses an existing one: the
 	 * set's temporary (a unique, unguessable name made with O_EXCL) is
 	 * replaced in place. */
@@ -709,10 +719,7 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	if (fits_create_diskfile(&out, tmp, &status) != 0) {
 		out = NULL;
 		rc = fits_fail(err, SP_EIO, path, "cannot create the temporary file", status);
-		if (fm != in)
-			close_quietly(fm);
-		close_quietly(in);
-		return rc;
+		goto out;
 	}
 
 	long n2[2] = { fr->nwave, fr->nspec };
@@ -779,31 +786,15 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	    fits_write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write SCORES";
-	if (fr->scores) {
-		rc = put_scores(out, fr, path, err, &status);
-		if (rc != 0 && status == 0) {
-			/* the reason is in err already */
-			int st = 0;
-			fits_delete_file(out, &st);
-			fits_clear_errmsg();
-			if (fm != in)
-				close_quietly(fm);
-			close_quietly(in);
-			return rc;
-		}
-		if (rc != 0)
-			goto fail;
-	}
+	if (fr->scores && put_scores(out, &sc, fr->nspec, &status) != 0)
+		goto fail;
 	what = "cannot close the temporary file";
 	if (fits_close_file(out, &status) != 0) {
 		out = NULL;
 		goto fail;
 	}
-	out = NULL;
-	if (fm != in)
-		close_quietly(fm);
-	close_quietly(in);
-	return 0;
+	rc = 0;
+	goto out;
 
 fail:
 	rc = fits_fail(err, SP_EIO, path, what, status);
@@ -812,8 +803,10 @@ fail:
 		fits_delete_file(out, &st);
 	}
 	fits_clear_errmsg();
+out:
 	if (fm != in)
 		close_quietly(fm);
 	close_quietly(in);
+	scores_free(&sc);
 	return rc;
 }
