@@ -123,7 +123,10 @@ static int setup_chain(void **state)
 	if (apple_params_derive(&C.p, C.ny, C.nx, &C.s, &err) != 0)
 		return -1;
 	const apple_sizes_t *s = &C.s;
-	const int n = s->n, nw = s->nw, q = s->query, nq = s->gy * s->gx;
+	/* the reference's arrays are square: so are this micrograph's sizes */
+	if (s->ny != s->nx || s->nwy != s->nwx)
+		return -1;
+	const int n = s->nx, nw = s->nwx, q = s->query, nq = s->gy * s->gx;
 
 	/* 1 preprocess */
 	double *work = xmalloc(sizeof(double) * apple_preprocess_work_size(&C.p, s));
@@ -139,7 +142,7 @@ static int setup_chain(void **state)
 	C.std = xmalloc(sizeof(double) * (size_t)nw * nw);
 	work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
 	t0 = now();
-	apple_moments(C.im, n, q, C.mean, C.std, work);
+	apple_moments(C.im, n, n, q, C.mean, C.std, work);
 	C.t[1] = now() - t0;
 	free(work);
 
@@ -186,7 +189,7 @@ static int setup_chain(void **state)
 	/* 6 morphology */
 	C.morph = xmalloc((size_t)nw * nw);
 	uint8_t *m8 = xmalloc((size_t)nw * nw);
-	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw, nw));
 	t0 = now();
 	apple_morphology(s, C.seg, C.morph, m8, m32);
 	C.t[6] = now() - t0;
@@ -246,8 +249,8 @@ static void test_params(void **state)
 	assert_int_equal(s.query, 26);
 	assert_int_equal(s.moa, 3);
 	assert_int_equal(s.container, 225);
-	assert_int_equal(s.n, 924);
-	assert_int_equal(s.nw, 899);
+	assert_int_equal(s.nx, 924);
+	assert_int_equal(s.nwx, 899);
 	assert_int_equal(s.gy, 70);
 	assert_int_equal(s.nref, 64);
 	assert_int_equal(s.tau1, 147); /* scaled: the 4k defaults exceed 70^2 windows */
@@ -256,10 +259,128 @@ static void test_params(void **state)
 	assert_int_equal(apple_params_derive(&p, 4096, 4096, &s, &err), 0);
 	assert_int_equal(s.tau1, 710);
 	assert_int_equal(s.tau2, 7100);
-	assert_int_equal(s.n, 1948);
+	assert_int_equal(s.nx, 1948);
+	/* a rectangle, 3072 rows x 4096 columns, is kept whole: 2873 x 3897
+	 * inside the margins, binned 1436 x 1948; query grid 110 x 149 (q 26);
+	 * containers 6 x 8 (225), 192 references */
+	assert_int_equal(apple_params_derive(&p, 3072, 4096, &s, &err), 0);
+	assert_int_equal(s.sidey, 2873);
+	assert_int_equal(s.sidex, 3897);
+	assert_int_equal(s.ny, 1436);
+	assert_int_equal(s.nx, 1948);
+	assert_int_equal(s.nwy, 1411);
+	assert_int_equal(s.nwx, 1923);
+	assert_int_equal(s.gy, 109);
+	assert_int_equal(s.gx, 148);
+	assert_int_equal(s.ncy, 6);
+	assert_int_equal(s.ncx, 8);
+	assert_int_equal(s.nref, 192);
+	/* too narrow for two containers along the short side */
+	assert_int_equal(apple_params_derive(&p, 4096, 500, &s, &err), SP_EINVAL);
+	assert_non_null(strstr(err.msg, "too small"));
 	p.particle_size = 4;
 	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), SP_EINVAL);
 	assert_non_null(strstr(err.msg, "particle_size"));
+}
+
+/* A rectangle's preprocessing and moments against the square's (the path
+ * checked against ASPIRE above): the 2k micrograph extended by `extra`
+ * columns (wide) or rows (tall) of other micrograph content.  With even
+ * sides inside the margins (margin 101 on the extended side's far end, and
+ * on the square's) both resize by exactly 2, so every output whose
+ * resampling window (4 input pixels either side) and low-pass window (7
+ * pixels) stay clear of the square's far edge is the same double, bit for
+ * bit; the rest differs because the image goes on. */
+static void check_rect_extends_square(int tall, int extra)
+{
+	const int n0 = C.ny; /* the 2k micrograph is square */
+	const int ny = tall ? n0 + extra : n0, nx = tall ? n0 : n0 + extra;
+	float *mic = xmalloc(sizeof(float) * (size_t)ny * nx);
+	apple_params_t p = C.p, q = C.p;
+	apple_sizes_t sr, sq;
+	sp_err_t err = { 0 };
+
+	for (int y = 0; y < ny; y++)
+		for (int x = 0; x < nx; x++) {
+			int sy = y, sx = x; /* the square, then content from its middle */
+			if (sy >= n0)
+				sy = sy - n0 + 300;
+			if (sx >= n0)
+				sx = sx - n0 + 300;
+			mic[(size_t)y * nx + x] = C.mic[(size_t)sy * n0 + sx];
+		}
+	p.margin_right = q.margin_right = 101;
+	p.margin_bottom = q.margin_bottom = 101;
+	assert_int_equal(apple_params_derive(&q, n0, n0, &sq, &err), 0);
+	assert_int_equal(apple_params_derive(&p, ny, nx, &sr, &err), 0);
+	assert_int_equal(sq.sidey % 2 + sq.sidex % 2 + sr.sidey % 2 + sr.sidex % 2, 0);
+	assert_int_equal(tall ? sr.nx : sr.ny, sq.nx);
+	assert_true((tall ? sr.ny : sr.nx) > sq.nx);
+
+	double *w = xmalloc(sizeof(double) * apple_preprocess_work_size(&p, &sr));
+	double *imr = xmalloc(sizeof(double) * (size_t)sr.ny * sr.nx);
+	double *imq = xmalloc(sizeof(double) * (size_t)sq.ny * sq.nx);
+	apple_preprocess(&p, &sr, mic, ny, nx, imr, NULL, w);
+	free(w);
+	w = xmalloc(sizeof(double) * apple_preprocess_work_size(&q, &sq));
+	apple_preprocess(&q, &sq, C.mic, n0, n0, imq, NULL, w);
+	free(w);
+
+	const int keep = sq.nx - 12; /* outputs clear of the square's far edge */
+	size_t same = 0, total = 0, beyond = 0;
+	for (int i = 0; i < (tall ? keep : sq.ny); i++)
+		for (int j = 0; j < (tall ? sq.nx : keep); j++) {
+			double a = imr[(size_t)i * sr.nx + j], b = imq[(size_t)i * sq.nx + j];
+			same += memcmp(&a, &b, sizeof a) == 0;
+			total++;
+		}
+	/* the edge zone of the square differs: the rectangle's image goes on */
+	for (int i = 0; i < sq.ny; i++)
+		for (int j = sq.nx - 3; j < sq.nx; j++) {
+			int r = tall ? j : i, c = tall ? i : j;
+			beyond += imr[(size_t)r * sr.nx + c] != imq[(size_t)r * sq.nx + c];
+		}
+
+	/* moments of the windows inside the shared region */
+	const int qq = sq.query;
+	double *mr = xmalloc(sizeof(double) * (size_t)sr.nwy * sr.nwx);
+	double *dr = xmalloc(sizeof(double) * (size_t)sr.nwy * sr.nwx);
+	double *mq = xmalloc(sizeof(double) * (size_t)sq.nwy * sq.nwx);
+	double *dq = xmalloc(sizeof(double) * (size_t)sq.nwy * sq.nwx);
+	w = xmalloc(sizeof(double) * 2 * (size_t)sr.ny * sr.nwx);
+	apple_moments(imr, sr.ny, sr.nx, qq, mr, dr, w);
+	free(w);
+	w = xmalloc(sizeof(double) * 2 * (size_t)sq.ny * sq.nwx);
+	apple_moments(imq, sq.ny, sq.nx, qq, mq, dq, w);
+	size_t msame = 0, mtotal = 0;
+	for (int r = 0; r < (tall ? keep - qq : sq.nwy); r++)
+		for (int c = 0; c < (tall ? sq.nwx : keep - qq); c++) {
+			size_t a = (size_t)r * sr.nwx + c, b = (size_t)r * sq.nwx + c;
+			msame += mr[a] == mq[b] && dr[a] == dq[b];
+			mtotal++;
+		}
+	print_message("# %s %d x %d: %zu/%zu preprocessed pixels and %zu/%zu window moments "
+		      "identical to the square's; %zu of the square's last %d x 3 edge pixels "
+		      "differ\n",
+		      tall ? "tall" : "wide", ny, nx, same, total, msame, mtotal, beyond, sq.ny);
+	assert_int_equal(same, total);
+	assert_int_equal(msame, mtotal);
+	assert_true(beyond > (size_t)sq.ny);
+	free(w);
+	free(mic);
+	free(imr);
+	free(imq);
+	free(mr);
+	free(dr);
+	free(mq);
+	free(dq);
+}
+
+static void test_rect_extends_square(void **state)
+{
+	(void)state;
+	check_rect_extends_square(0, 512);
+	check_rect_extends_square(1, 700);
 }
 
 static void test_lowpass_kernel(void **state)
@@ -289,7 +410,7 @@ static void test_lowpass_kernel(void **state)
 
 static void test_preprocess(void **state)
 {
-	const int n = C.s.n;
+	const int n = C.s.nx;
 	float *ref = npy_read_shared("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
 	size_t ndiff = 0, nn = (size_t)n * n;
 	double dmax = 0, rmax = 0;
@@ -334,7 +455,7 @@ static size_t count_diff(const uint8_t *a, const uint8_t *b, size_t n)
 
 static void test_svm(void **state)
 {
-	const int nw = C.s.nw;
+	const int nw = C.s.nwx;
 	uint8_t *ref = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
 	size_t nd = count_diff(C.seg, ref, (size_t)nw * nw), npart = 0;
 	(void)state;
@@ -350,11 +471,11 @@ static void test_svm(void **state)
 
 static void test_morphology(void **state)
 {
-	const int nw = C.s.nw;
+	const int nw = C.s.nwx;
 	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
 	uint8_t *ref = npy_read_shared("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
 	uint8_t *out = xmalloc((size_t)nw * nw), *m8 = xmalloc((size_t)nw * nw);
-	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw, nw));
 	(void)state;
 
 	apple_morphology(&C.s, svm, out, m8, m32);
@@ -403,7 +524,7 @@ static void truth_score(const char *what, const int *xy, int n)
 
 static void test_pick(void **state)
 {
-	const int nw = C.s.nw;
+	const int nw = C.s.nwx;
 	static double ref[2 * 1024];
 	static int xy[2 * 1024];
 	uint8_t *morph = npy_read_shared("data/apple/ref_2k_seg_morph.npy", "|u1", nw, nw, 1);
@@ -441,7 +562,7 @@ static void test_pick(void **state)
 static void test_pick_scores(void **state)
 {
 	(void)state;
-	const int nw = C.s.nw, lo = C.s.query / 2 - 1;
+	const int nw = C.s.nwx, lo = C.s.query / 2 - 1;
 	double *score = xmalloc(sizeof(double) * (size_t)(C.npick > 0 ? C.npick : 1));
 	uint8_t one;
 	int positive = 0;
@@ -491,7 +612,7 @@ static void test_moments_direct(void **state)
 
 	for (int i = 0; i < n * n; i++)
 		im[i] = 1000.0 + 30.0 * urand();
-	apple_moments(im, n, q, mean, std, work);
+	apple_moments(im, n, n, q, mean, std, work);
 	for (int r = 0; r < nw; r++)
 		for (int c = 0; c < nw; c++) {
 			double s = 0, s2 = 0;
@@ -662,7 +783,7 @@ static void test_label_floodfill(void **state)
  * box filter, size n + q - 1) against apple_moments() on the 2k image. */
 static void test_moments_fft_route(void **state)
 {
-	const int n = C.s.n, q = C.s.query, nw = C.s.nw, N = n + q - 1, nh = N / 2 + 1;
+	const int n = C.s.nx, q = C.s.query, nw = C.s.nwx, N = n + q - 1, nh = N / 2 + 1;
 	double *a = fftw_malloc(sizeof(double) * N * N), *e[2];
 	fftw_complex *fa = fftw_malloc(sizeof(fftw_complex) * N * nh);
 	fftw_complex *fb = fftw_malloc(sizeof(fftw_complex) * N * nh);
@@ -797,10 +918,10 @@ static void fill_def(const uint8_t *a, int h, int w, uint8_t *out)
 static void test_morphology_definition(void **state)
 {
 	const int nw = 120;
-	apple_sizes_t s = {.nw = nw, .min_size = 2, .max_size = 7};
+	apple_sizes_t s = { .nwy = nw, .nwx = nw, .min_size = 2, .max_size = 7};
 	uint8_t *seg = xmalloc(nw * nw), *out = xmalloc(nw * nw), *m8 = xmalloc(nw * nw);
 	uint8_t *fil = xmalloc(nw * nw), *e = xmalloc(nw * nw), *o = xmalloc(nw * nw);
-	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *m32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw, nw));
 	int32_t *lab = xmalloc(sizeof(int32_t) * nw * nw), *stack = xmalloc(sizeof(int32_t) * nw * nw);
 	(void)state;
 
@@ -863,7 +984,7 @@ static void test_morphology_definition(void **state)
 static void test_pick_quirks(void **state)
 {
 	const apple_sizes_t *s = &C.s;
-	const int nw = s->nw, lo = s->query / 2 - 1;
+	const int nw = s->nwx, lo = s->query / 2 - 1;
 	uint8_t *seg = xmalloc((size_t)nw * nw);
 	const int cen[5][2] = {{100, 100}, {100, 300}, {400, 200}, {400, 207}, {700, 700}};
 	int xy[20];
@@ -898,6 +1019,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_params),
+		cmocka_unit_test(test_rect_extends_square),
 		cmocka_unit_test(test_lowpass_kernel),
 		cmocka_unit_test(test_preprocess),
 		cmocka_unit_test(test_score),

@@ -232,7 +232,7 @@ static void test_2k(void **state)
 	(void)state;
 
 	sizes_2k(&s);
-	const int n = s.n, nw = s.nw, q = s.query, nq = s.gy * s.gx, nref = s.nref;
+	const int n = s.nx, nw = s.nwx, q = s.query, nq = s.gy * s.gx, nref = s.nref;
 	float *pre = npy_read_shared("data/apple/ref_2k_preprocessed_f32.npy", "<f4", n, n, sizeof(float));
 	double *im = xmalloc(sizeof(double) * (size_t)n * n);
 	for (size_t i = 0; i < (size_t)n * n; i++)
@@ -242,7 +242,7 @@ static void test_2k(void **state)
 	double *mean = xmalloc(sizeof(double) * (size_t)nw * nw);
 	double *std = xmalloc(sizeof(double) * (size_t)nw * nw);
 	double *work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
-	apple_moments(im, n, q, mean, std, work);
+	apple_moments(im, n, n, q, mean, std, work);
 	free(work);
 	int32_t *ref = xmalloc(sizeof(int32_t) * 2 * (size_t)nref);
 	apple_refs_select(&s, mean, std, ref);
@@ -395,7 +395,7 @@ static void test_prepare_2k(void **state)
 			 0);
 	apple_params_defaults(&p);
 	assert_int_equal(apple_params_derive(&p, hdr.ny, hdr.nx, &s, &err), 0);
-	const int n = s.n, nw = s.nw, q = s.query;
+	const int n = s.nx, nw = s.nwx, q = s.query;
 	const size_t nn = (size_t)n * n, ww = (size_t)nw * nw;
 
 	double *im = xmalloc(sizeof(double) * nn), *mean = xmalloc(sizeof(double) * ww);
@@ -405,7 +405,7 @@ static void test_prepare_2k(void **state)
 	apple_preprocess(&p, &s, mic, hdr.ny, hdr.nx, im, NULL, work);
 	free(work);
 	work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
-	apple_moments(im, n, q, mean, std, work);
+	apple_moments(im, n, n, q, mean, std, work);
 	free(work);
 	apple_refs_select(&s, mean, std, ref);
 
@@ -413,12 +413,12 @@ static void test_prepare_2k(void **state)
 	double *d_im = dmalloc(sizeof(double) * nn), *d_mean = dmalloc(sizeof(double) * ww);
 	double *d_std = dmalloc(sizeof(double) * ww);
 	int32_t *d_ref = dmalloc(sizeof(int32_t) * 2 * (size_t)s.nref);
-	size_t sb = apple_preprocess_cuda_scratch(&s), sm = apple_moments_cuda_scratch(n, q);
+	size_t sb = apple_preprocess_cuda_scratch(&s), sm = apple_moments_cuda_scratch(n, n, q);
 	void *d_scr = dmalloc(sb > sm ? sb : sm);
 	assert_int_equal(apple_preprocess_cuda(&p, &s, d_mic, hdr.ny, hdr.nx, d_im, d_scr,
 					       (struct CUstream_st *)stream),
 			 0);
-	assert_int_equal(apple_moments_cuda(d_im, n, q, d_mean, d_std, d_scr,
+	assert_int_equal(apple_moments_cuda(d_im, n, n, q, d_mean, d_std, d_scr,
 					    (struct CUstream_st *)stream),
 			 0);
 	assert_int_equal(apple_refs_select_cuda(&s, d_mean, d_std, d_ref, (struct CUstream_st *)stream),
@@ -440,7 +440,7 @@ static void test_prepare_2k(void **state)
 	assert_int_equal(ds, 0);
 	assert_memory_equal(gref, ref, sizeof(int32_t) * 2 * (size_t)s.nref);
 	/* a crop past the micrograph is refused */
-	assert_int_equal(apple_preprocess_cuda(&p, &s, d_mic, hdr.ny, s.side, d_im, d_scr,
+	assert_int_equal(apple_preprocess_cuda(&p, &s, d_mic, hdr.ny, s.sidex, d_im, d_scr,
 					       (struct CUstream_st *)stream),
 			 SP_EINVAL);
 	CK(cudaFree(d_mic));
@@ -462,15 +462,15 @@ static void test_prepare_2k(void **state)
 
 static size_t compare_morphology(const apple_sizes_t *s, const uint8_t *seg, const char *what)
 {
-	const int nw = s->nw;
+	const int nw = s->nwx;
 	const size_t n2 = (size_t)nw * nw;
 	uint8_t *cpu = xmalloc(n2), *w8 = xmalloc(n2);
-	int32_t *w32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *w32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw, nw));
 	size_t diff = 0, ones = 0;
 
 	apple_morphology(s, seg, cpu, w8, w32);
 	uint8_t *d_seg = upload(seg, n2), *d_out = dmalloc(n2);
-	void *d_scr = dmalloc(apple_morphology_cuda_scratch(nw));
+	void *d_scr = dmalloc(apple_morphology_cuda_scratch(nw, nw));
 	for (int rep = 0; rep < 3; rep++) { /* the races differ from run to run */
 		CK(cudaMemsetAsync(d_out, 0x55, n2, stream));
 		assert_int_equal(apple_morphology_cuda(s, d_seg, d_out, d_scr,
@@ -499,18 +499,18 @@ static void test_morphology_cuda(void **state)
 	(void)state;
 
 	sizes_2k(&s);
-	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", s.nw, s.nw, 1);
+	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", s.nwx, s.nwx, 1);
 	assert_int_equal(compare_morphology(&s, svm, "2k SVM segmentation"), 0);
 	free(svm);
 
 	/* noise fields near percolation (long, branching components), and
 	 * the all-particle field (the corner rule) */
-	apple_sizes_t r = { .nw = 700, .min_size = 1, .max_size = 4 };
-	uint8_t *seg = xmalloc((size_t)r.nw * r.nw);
-	for (size_t i = 0; i < (size_t)r.nw * r.nw; i++)
+	apple_sizes_t r = { .nwy = 700, .nwx = 700, .min_size = 1, .max_size = 4 };
+	uint8_t *seg = xmalloc((size_t)r.nwx * r.nwx);
+	for (size_t i = 0; i < (size_t)r.nwx * r.nwx; i++)
 		seg[i] = urand() < 0.62;
 	assert_int_equal(compare_morphology(&r, seg, "random field"), 0);
-	memset(seg, 1, (size_t)r.nw * r.nw);
+	memset(seg, 1, (size_t)r.nwx * r.nwx);
 	r.max_size = 2000;
 	assert_int_equal(compare_morphology(&r, seg, "all particle"), 0);
 	free(seg);

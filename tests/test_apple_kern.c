@@ -67,46 +67,52 @@ static int32_t *shuffled(int32_t n)
 static void emu_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *mic,
 			   int nx, double *im)
 {
-	const int side = s->side, n = s->n, ksize = apk_resample_ksize(side, n);
+	const int sy = s->sidey, sx = s->sidex, ny = s->ny, ox = s->nx;
+	const int kx = apk_resample_ksize(sx, ox), ky = apk_resample_ksize(sy, ny);
 	const float *src = mic + (size_t)p->margin_top * nx + p->margin_left;
-	int32_t *bounds = xmalloc(sizeof(int32_t) * 2 * (size_t)n);
-	double *kk = xmalloc(sizeof(double) * (size_t)ksize * n);
-	float *tmp = xmalloc(sizeof(float) * (size_t)side * n), *res = xmalloc(sizeof(float) * (size_t)n * n);
+	int32_t *bx = xmalloc(sizeof(int32_t) * 2 * (size_t)ox), *by = xmalloc(sizeof(int32_t) * 2 * (size_t)ny);
+	double *kkx = xmalloc(sizeof(double) * (size_t)kx * ox), *kky = xmalloc(sizeof(double) * (size_t)ky * ny);
+	float *tmp = xmalloc(sizeof(float) * (size_t)sy * ox), *res = xmalloc(sizeof(float) * (size_t)ny * ox);
 	double kern[225];
 	apk_taps_t taps;
 
-	for (int xx = 0; xx < n; xx++)
-		apk_resample_coeffs(xx, side, n, ksize, bounds, kk);
-	for (int y = 0; y < side; y++)
-		for (int xx = 0; xx < n; xx++)
-			tmp[(size_t)y * n + xx] = apk_resample_dot(src + (size_t)y * nx, 1,
-								   kk + (size_t)xx * ksize,
-								   bounds[2 * xx], bounds[2 * xx + 1]);
-	for (int yy = 0; yy < n; yy++)
-		for (int xx = 0; xx < n; xx++)
-			res[(size_t)yy * n + xx] = apk_resample_dot(tmp + xx, (size_t)n,
-								    kk + (size_t)yy * ksize,
-								    bounds[2 * yy], bounds[2 * yy + 1]);
+	/* the two coeffs_kernel launches, columns then rows */
+	for (int xx = 0; xx < ox; xx++)
+		apk_resample_coeffs(xx, sx, ox, kx, bx, kkx);
+	for (int yy = 0; yy < ny; yy++)
+		apk_resample_coeffs(yy, sy, ny, ky, by, kky);
+	for (int y = 0; y < sy; y++)
+		for (int xx = 0; xx < ox; xx++)
+			tmp[(size_t)y * ox + xx] = apk_resample_dot(src + (size_t)y * nx, 1,
+								    kkx + (size_t)xx * kx,
+								    bx[2 * xx], bx[2 * xx + 1]);
+	for (int yy = 0; yy < ny; yy++)
+		for (int xx = 0; xx < ox; xx++)
+			res[(size_t)yy * ox + xx] = apk_resample_dot(tmp + xx, (size_t)ox,
+								     kky + (size_t)yy * ky,
+								     by[2 * yy], by[2 * yy + 1]);
 	apple_lowpass_kernel(kern);
 	apk_taps_from(kern, &taps);
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++)
-			im[(size_t)i * n + j] = apk_lowpass_px(&taps, res, n, i, j);
-	free(bounds);
-	free(kk);
+	for (int i = 0; i < ny; i++)
+		for (int j = 0; j < ox; j++)
+			im[(size_t)i * ox + j] = apk_lowpass_px(&taps, res, ny, ox, i, j);
+	free(bx);
+	free(by);
+	free(kkx);
+	free(kky);
 	free(tmp);
 	free(res);
 }
 
-static void emu_moments(const double *im, int n, int q, double *mean, double *std)
+static void emu_moments(const double *im, int ny, int nx, int q, double *mean, double *std)
 {
-	const int nw = n - q + 1;
-	double *rs = xmalloc(sizeof(double) * (size_t)n * nw), *rs2 = xmalloc(sizeof(double) * (size_t)n * nw);
+	const int nw = nx - q + 1, nwy = ny - q + 1;
+	double *rs = xmalloc(sizeof(double) * (size_t)ny * nw), *rs2 = xmalloc(sizeof(double) * (size_t)ny * nw);
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < ny; i++)
 		for (int c = 0; c < nw; c++)
-			apk_rowsums(im, n, q, nw, i, c, rs, rs2);
-	for (int r = 0; r < nw; r++)
+			apk_rowsums(im, nx, q, nw, i, c, rs, rs2);
+	for (int r = 0; r < nwy; r++)
 		for (int c = 0; c < nw; c++)
 			apk_colsums(rs, rs2, q, nw, 1.0 / ((double)q * q), r, c, mean, std);
 	free(rs);
@@ -117,18 +123,19 @@ static void emu_moments(const double *im, int n, int q, double *mean, double *st
 static void emu_refs(const apple_sizes_t *s, const double *mean, const double *std, int lanes,
 		     int32_t *ref)
 {
-	const int nc = s->n / s->container;
+	const int ncx = s->ncx;
 	apk_best_t *b = xmalloc(sizeof *b * (size_t)lanes);
 
-	for (int k = 0; k < nc * nc; k++) {
+	for (int k = 0; k < s->ncy * ncx; k++) {
 		int r0, r1, c0, c1;
-		apk_container_range(s->n, s->query, s->container, k / nc, k % nc, &r0, &r1, &c0, &c1);
+		apk_container_range(s->ny, s->nx, s->query, s->container, k / ncx, k % ncx, &r0, &r1,
+				    &c0, &c1);
 		for (int l = 0; l < lanes; l++)
-			apk_refs_scan(mean, std, s->nw, r0, r1, c0, c1, l, lanes, &b[l]);
+			apk_refs_scan(mean, std, s->nwx, r0, r1, c0, c1, l, lanes, &b[l]);
 		for (int stride = 1; stride < lanes; stride *= 2)
 			for (int l = 0; l + stride < lanes; l += 2 * stride)
 				apk_best_merge(&b[l], &b[l + stride]);
-		apk_refs_write(&b[0], s->nw, r0, c0, ref + 8 * (size_t)k);
+		apk_refs_write(&b[0], s->nwx, r0, c0, ref + 8 * (size_t)k);
 	}
 	free(b);
 }
@@ -160,34 +167,34 @@ static void emu_fill(const uint8_t *a, int h, int w, int32_t *par, uint8_t *flag
 
 static void emu_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out)
 {
-	const int nw = s->nw, W = nw + 2;
-	const int32_t n = nw * nw;
+	const int nwy = s->nwy, nwx = s->nwx, W = nwx + 2;
+	const int32_t n = nwy * nwx;
 	uint8_t *filled = xmalloc((size_t)n), *a2 = xmalloc((size_t)n), *flag = xmalloc((size_t)n);
 	uint8_t *ero = xmalloc((size_t)n);
 	int32_t *par = xmalloc(sizeof(int32_t) * (size_t)n), *d2 = xmalloc(sizeof(int32_t) * (size_t)n);
-	int32_t *g = xmalloc(sizeof(int32_t) * (size_t)(nw + 2) * W);
-	int32_t *st = xmalloc(sizeof(int32_t) * 2 * (size_t)W * nw);
+	int32_t *g = xmalloc(sizeof(int32_t) * (size_t)(nwy + 2) * W);
+	int32_t *st = xmalloc(sizeof(int32_t) * 2 * (size_t)W * nwy);
 	int anyzero = 0;
 
-	emu_fill(seg, nw, nw, par, flag, filled);
+	emu_fill(seg, nwy, nwx, par, flag, filled);
 	for (int32_t p = 0; p < n; p++)
 		if (!filled[p])
 			anyzero = 1;
 	if (!anyzero) {
 		for (int32_t p = 0; p < n; p++)
-			apk_clear_corner(seg, nw, p, a2);
-		emu_fill(a2, nw, nw, par, flag, filled);
+			apk_clear_corner(seg, nwx, p, a2);
+		emu_fill(a2, nwy, nwx, par, flag, filled);
 	}
 	for (int x = 0; x < W; x++)
-		apk_edt_col(filled, nw, nw, x, g);
-	for (int y = 1; y <= nw; y++)
-		apk_edt_row(g, nw, nw, y, st + 2 * (size_t)W * (y - 1), st + 2 * (size_t)W * (y - 1) + W,
+		apk_edt_col(filled, nwy, nwx, x, g);
+	for (int y = 1; y <= nwy; y++)
+		apk_edt_row(g, nwy, nwx, y, st + 2 * (size_t)W * (y - 1), st + 2 * (size_t)W * (y - 1) + W,
 			    d2);
 	const long long rmin = (long long)s->min_size * s->min_size,
 			rmax = (long long)s->max_size * s->max_size;
 	for (int32_t p = 0; p < n; p++)
 		apk_erode(d2, rmin, p, ero);
-	emu_ccl(ero, 1, nw, nw, 1, par);
+	emu_ccl(ero, 1, nwy, nwx, 1, par);
 	memset(flag, 0, (size_t)n);
 	for (int32_t p = 0; p < n; p++)
 		apk_hit_mark(ero, d2, rmax, p, par, flag);
@@ -226,18 +233,18 @@ static int setup_2k(void **state)
 	apple_params_defaults(&K.p);
 	if (apple_params_derive(&K.p, K.hdr.ny, K.hdr.nx, &K.s, &err) != 0)
 		return -1;
-	const int n = K.s.n, nw = K.s.nw;
+	const int n = K.s.nx, nw = K.s.nwx;
 	double *work = malloc(sizeof(double) * apple_preprocess_work_size(&K.p, &K.s));
-	K.im = malloc(sizeof(double) * (size_t)n * n);
-	K.mean = malloc(sizeof(double) * (size_t)nw * nw);
-	K.std = malloc(sizeof(double) * (size_t)nw * nw);
+	K.im = malloc(sizeof(double) * (size_t)K.s.ny * n);
+	K.mean = malloc(sizeof(double) * (size_t)K.s.nwy * nw);
+	K.std = malloc(sizeof(double) * (size_t)K.s.nwy * nw);
 	if (work == NULL || K.im == NULL || K.mean == NULL || K.std == NULL)
 		return -1;
 	apple_preprocess(&K.p, &K.s, K.mic, K.hdr.ny, K.hdr.nx, K.im, NULL, work);
 	free(work);
-	if ((work = malloc(sizeof(double) * 2 * (size_t)n * nw)) == NULL)
+	if ((work = malloc(sizeof(double) * 2 * (size_t)K.s.ny * nw)) == NULL)
 		return -1;
-	apple_moments(K.im, n, K.s.query, K.mean, K.std, work);
+	apple_moments(K.im, K.s.ny, n, K.s.query, K.mean, K.std, work);
 	free(work);
 	return 0;
 }
@@ -263,12 +270,12 @@ static long first_diff(const double *a, const double *b, size_t n)
 
 static void test_preprocess_2k(void **state)
 {
-	const int n = K.s.n;
-	double *im = xmalloc(sizeof(double) * (size_t)n * n);
+	const size_t n = (size_t)K.s.ny * K.s.nx;
+	double *im = xmalloc(sizeof(double) * n);
 	(void)state;
 
 	emu_preprocess(&K.p, &K.s, K.mic, K.hdr.nx, im);
-	long d = first_diff(im, K.im, (size_t)n * n);
+	long d = first_diff(im, K.im, n);
 	if (d >= 0)
 		print_message("# pixel %ld: kernel %.17g, CPU %.17g\n", d, im[d], K.im[d]);
 	assert_int_equal(d, -1);
@@ -277,13 +284,13 @@ static void test_preprocess_2k(void **state)
 
 static void test_moments_2k(void **state)
 {
-	const int nw = K.s.nw;
-	double *mean = xmalloc(sizeof(double) * (size_t)nw * nw), *std = xmalloc(sizeof(double) * (size_t)nw * nw);
+	const size_t nw2 = (size_t)K.s.nwy * K.s.nwx;
+	double *mean = xmalloc(sizeof(double) * nw2), *std = xmalloc(sizeof(double) * nw2);
 	(void)state;
 
-	emu_moments(K.im, K.s.n, K.s.query, mean, std);
-	assert_int_equal(first_diff(mean, K.mean, (size_t)nw * nw), -1);
-	assert_int_equal(first_diff(std, K.std, (size_t)nw * nw), -1);
+	emu_moments(K.im, K.s.ny, K.s.nx, K.s.query, mean, std);
+	assert_int_equal(first_diff(mean, K.mean, nw2), -1);
+	assert_int_equal(first_diff(std, K.std, nw2), -1);
 	free(mean);
 	free(std);
 }
@@ -310,7 +317,7 @@ static void test_refs_2k(void **state)
 static void test_refs_ties(void **state)
 {
 	apple_sizes_t s = K.s;
-	const size_t nn = (size_t)s.nw * s.nw;
+	const size_t nn = (size_t)s.nwy * s.nwx;
 	double *mean = xmalloc(sizeof(double) * nn), *std = xmalloc(sizeof(double) * nn);
 	int32_t *ref = xmalloc(sizeof(int32_t) * 2 * (size_t)s.nref), *emu = xmalloc(sizeof(int32_t) * 2 * (size_t)s.nref);
 	(void)state;
@@ -330,10 +337,9 @@ static void test_refs_ties(void **state)
 
 static void check_morphology(const apple_sizes_t *s, const uint8_t *seg, const char *what)
 {
-	const int nw = s->nw;
-	const size_t n2 = (size_t)nw * nw;
+	const size_t n2 = (size_t)s->nwy * s->nwx;
 	uint8_t *cpu = xmalloc(n2), *w8 = xmalloc(n2), *emu = xmalloc(n2);
-	int32_t *w32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(nw));
+	int32_t *w32 = xmalloc(sizeof(int32_t) * apple_morphology_work_size(s->nwy, s->nwx));
 	size_t ones = 0, diff = 0;
 
 	apple_morphology(s, seg, cpu, w8, w32);
@@ -344,8 +350,8 @@ static void check_morphology(const apple_sizes_t *s, const uint8_t *seg, const c
 	}
 	for (size_t i = 0; i < n2; i++)
 		ones += cpu[i] != 0;
-	print_message("# %s: nw %d, %zu pixels kept, %zu differences over 3 orders\n", what, nw, ones,
-		      diff);
+	print_message("# %s: %d x %d, %zu pixels kept, %zu differences over 3 orders\n", what,
+		      s->nwy, s->nwx, ones, diff);
 	assert_int_equal(diff, 0);
 	free(cpu);
 	free(w8);
@@ -355,8 +361,7 @@ static void check_morphology(const apple_sizes_t *s, const uint8_t *seg, const c
 
 static void test_morphology_2k(void **state)
 {
-	const int nw = K.s.nw;
-	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", nw, nw, 1);
+	uint8_t *svm = npy_read_shared("data/apple/ref_2k_seg_svm.npy", "|u1", K.s.nwy, K.s.nwx, 1);
 	(void)state;
 
 	check_morphology(&K.s, svm, "2k SVM segmentation");
@@ -367,38 +372,40 @@ static void test_morphology_2k(void **state)
  * plus the all-particle field (the fill leaves no 0: the corner rule). */
 static void test_morphology_random(void **state)
 {
-	const int sizes[] = { 37, 120, 301 };
+	/* rows x columns: wide, square, tall */
+	const int sizes[][2] = { { 37, 52 }, { 120, 120 }, { 301, 217 } };
 	(void)state;
 
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		apple_sizes_t s = { 0 };
-		const int nw = sizes[k];
-		uint8_t *seg = xmalloc((size_t)nw * nw);
-		s.nw = nw;
+		const int h = sizes[k][0], w = sizes[k][1];
+		uint8_t *seg = xmalloc((size_t)h * w);
+		s.nwy = h;
+		s.nwx = w;
 		s.min_size = 2 + (int)k;
 		s.max_size = 6 + 3 * (int)k;
-		memset(seg, 0, (size_t)nw * nw);
-		for (int b = 0; b < nw / 3; b++) {
-			int cy = (int)(urand32() % (uint32_t)nw), cx = (int)(urand32() % (uint32_t)nw);
+		memset(seg, 0, (size_t)h * w);
+		for (int b = 0; b < (h < w ? h : w) / 3; b++) {
+			int cy = (int)(urand32() % (uint32_t)h), cx = (int)(urand32() % (uint32_t)w);
 			int r = 1 + (int)(urand32() % (uint32_t)(2 * s.max_size)), ring = urand32() % 3 == 0;
 			for (int y = cy - r; y <= cy + r; y++)
 				for (int x = cx - r; x <= cx + r; x++) {
 					int d = (y - cy) * (y - cy) + (x - cx) * (x - cx);
-					if (y < 0 || x < 0 || y >= nw || x >= nw || d > r * r)
+					if (y < 0 || x < 0 || y >= h || x >= w || d > r * r)
 						continue;
 					if (!ring || d >= (r - 2) * (r - 2))
-						seg[(size_t)y * nw + x] = 1;
+						seg[(size_t)y * w + x] = 1;
 				}
 		}
-		for (int i = 0; i < nw * nw / 50; i++)
-			seg[urand32() % (uint32_t)(nw * nw)] ^= 1;
+		for (int i = 0; i < h * w / 50; i++)
+			seg[urand32() % (uint32_t)(h * w)] ^= 1;
 		check_morphology(&s, seg, "random blobs");
-		memset(seg, 1, (size_t)nw * nw);
+		memset(seg, 1, (size_t)h * w);
 		check_morphology(&s, seg, "all particle");
-		s.max_size = 2 * nw; /* nothing reaches the large disk: the eroded L survives */
+		s.max_size = 2 * (h > w ? h : w); /* nothing reaches the large disk: the eroded L survives */
 		check_morphology(&s, seg, "all particle, large max_size");
 		s.max_size = 6 + 3 * (int)k;
-		memset(seg, 0, (size_t)nw * nw);
+		memset(seg, 0, (size_t)h * w);
 		check_morphology(&s, seg, "all noise");
 		free(seg);
 	}
@@ -475,14 +482,15 @@ static void test_ccl(void **state)
 
 /* A random micrograph of other proportions: margins, crop, a resize whose
  * scale is not 2, and a container grid that does not tile the image. */
-static void test_preprocess_moments_random(void **state)
+/* A wide and a tall micrograph with uneven margins (odd sides inside
+ * them): the preprocessing, moments and references of the kernels'
+ * bodies against the CPU's. */
+static void check_preprocess_moments(int ny, int nx)
 {
 	apple_params_t p = { 0 };
 	apple_sizes_t s;
 	sp_err_t err = { 0 };
-	const int ny = 733, nx = 811;
 	float *mic = xmalloc(sizeof(float) * (size_t)ny * nx);
-	(void)state;
 
 	for (size_t i = 0; i < (size_t)ny * nx; i++)
 		mic[i] = (float)(urand32() % 20000) * 0.05f - 300.0f;
@@ -494,27 +502,30 @@ static void test_preprocess_moments_random(void **state)
 	p.margin_right = 29;
 	p.margin_bottom = 3;
 	assert_int_equal(apple_params_derive(&p, ny, nx, &s, &err), 0);
-	const int n = s.n, nw = s.nw;
-	double *cpu = xmalloc(sizeof(double) * (size_t)n * n), *emu = xmalloc(sizeof(double) * (size_t)n * n);
+	assert_int_equal(s.sidey, ny - 10);
+	assert_int_equal(s.sidex, nx - 42);
+	const size_t nn = (size_t)s.ny * s.nx, nw2 = (size_t)s.nwy * s.nwx;
+	double *cpu = xmalloc(sizeof(double) * nn), *emu = xmalloc(sizeof(double) * nn);
 	double *work = xmalloc(sizeof(double) * apple_preprocess_work_size(&p, &s));
 	apple_preprocess(&p, &s, mic, ny, nx, cpu, NULL, work);
 	emu_preprocess(&p, &s, mic, nx, emu);
-	assert_int_equal(first_diff(emu, cpu, (size_t)n * n), -1);
+	assert_int_equal(first_diff(emu, cpu, nn), -1);
 	free(work);
 
-	double *m1 = xmalloc(sizeof(double) * (size_t)nw * nw), *s1 = xmalloc(sizeof(double) * (size_t)nw * nw);
-	double *m2 = xmalloc(sizeof(double) * (size_t)nw * nw), *s2 = xmalloc(sizeof(double) * (size_t)nw * nw);
-	work = xmalloc(sizeof(double) * 2 * (size_t)n * nw);
-	apple_moments(cpu, n, s.query, m1, s1, work);
-	emu_moments(cpu, n, s.query, m2, s2);
-	assert_int_equal(first_diff(m1, m2, (size_t)nw * nw), -1);
-	assert_int_equal(first_diff(s1, s2, (size_t)nw * nw), -1);
+	double *m1 = xmalloc(sizeof(double) * nw2), *s1 = xmalloc(sizeof(double) * nw2);
+	double *m2 = xmalloc(sizeof(double) * nw2), *s2 = xmalloc(sizeof(double) * nw2);
+	work = xmalloc(sizeof(double) * 2 * (size_t)s.ny * s.nwx);
+	apple_moments(cpu, s.ny, s.nx, s.query, m1, s1, work);
+	emu_moments(cpu, s.ny, s.nx, s.query, m2, s2);
+	assert_int_equal(first_diff(m1, m2, nw2), -1);
+	assert_int_equal(first_diff(s1, s2, nw2), -1);
 	int32_t *r1 = xmalloc(sizeof(int32_t) * 2 * (size_t)s.nref), *r2 = xmalloc(sizeof(int32_t) * 2 * (size_t)s.nref);
 	apple_refs_select(&s, m1, s1, r1);
 	emu_refs(&s, m1, s1, 32, r2);
 	assert_memory_equal(r1, r2, sizeof(int32_t) * 2 * (size_t)s.nref);
-	print_message("# %d x %d micrograph: side %d -> n %d, q %d, nw %d, %d references\n", ny, nx,
-		      s.side, n, s.query, nw, s.nref);
+	print_message("# %d x %d micrograph: inside the margins %d x %d -> %d x %d, q %d, windows "
+		      "%d x %d, %d references\n",
+		      ny, nx, s.sidey, s.sidex, s.ny, s.nx, s.query, s.nwy, s.nwx, s.nref);
 	free(mic);
 	free(cpu);
 	free(emu);
@@ -525,6 +536,13 @@ static void test_preprocess_moments_random(void **state)
 	free(s2);
 	free(r1);
 	free(r2);
+}
+
+static void test_preprocess_moments_random(void **state)
+{
+	(void)state;
+	check_preprocess_moments(733, 811);
+	check_preprocess_moments(811, 533);
 }
 
 int main(void)

@@ -20,12 +20,13 @@
 static apple_sizes_t small_apple(void)
 {
 	apple_sizes_t s = { 0 };
-	s.side = 16;
-	s.n = 8;
+	s.sidey = s.sidex = 16;
+	s.ny = s.nx = 8;
 	s.query = 4;
-	s.nw = 5;
+	s.nwy = s.nwx = 5;
 	s.gy = s.gx = 3;
 	s.container = 6;
+	s.ncy = s.ncx = 1;
 	s.nref = 4;
 	return s;
 }
@@ -54,6 +55,28 @@ static void prepare_costs(void **state)
 	 * + 4 (24 * 16 + 48 * 12) = 1024 + 1024 + 1536 + 1280 + 400 + 144 + 32
 	 * + 3840 = 9280 */
 	assert_true(apple_prepare_bytes(&s) == 9280.0);
+}
+
+/* A rectangle: 16 x 24 inside the margins, 8 x 12 binned, windows 5 x 9,
+ * containers 1 x 2 (nref 8): rows [0, 3) of both; columns [0, 3) and
+ * [6, 8): 3 x 5 = 15 scanned positions. */
+static void prepare_costs_rect(void **state)
+{
+	(void)state;
+	apple_sizes_t s = small_apple();
+	s.sidex = 24;
+	s.nx = 12;
+	s.nwx = 9;
+	s.ncx = 2;
+	s.nref = 8;
+	/* resize 8 * 16 * 24 + 8 * 16 * 12 = 3072 + 1536; low-pass 2 * 79 * 96
+	 * = 15168; moments 3 * 4 * 8 * 9 + 2 * 4 * 45 + 6 * 45 = 864 + 360 +
+	 * 270; search 4 * 15 = 60; spectra 8 * 160 = 1280: 22610 */
+	assert_true(apple_prepare_flops(&s) == 22610.0);
+	/* 105 per window position, 45 of them */
+	assert_true(apple_morph_flops(&s) == 4725.0);
+	/* 2 rows of 9 positions, 5 support vectors: 18 (6 + 5 * 38) */
+	assert_true(apple_classify_flops(&s, 2, 5) == 3528.0);
 }
 
 static void score_costs(void **state)
@@ -163,6 +186,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lowpass_taps),	  cmocka_unit_test(prepare_costs),
+		cmocka_unit_test(prepare_costs_rect),
 		cmocka_unit_test(score_costs),	  cmocka_unit_test(classify_morph_costs),
 		cmocka_unit_test(jsync_costs),	  cmocka_unit_test(jsync_scaling),
 		cmocka_unit_test(jsync_footprint_counts),

@@ -47,11 +47,15 @@
  * particle centre is placed within D/2 of the carbon (the truth has
  * particles in ice only).
  *
- * Placement.  Centres are uniform in [D/2, n - D/2) in both axes, at
+ * Placement.  Centres are uniform in [D/2, W - D/2) x [D/2, H - D/2), at
  * least D apart (rejection sampling on a grid of cells D/sqrt(2) wide, so
  * each cell holds at most one centre); when --count centres cannot be
  * placed in 200 tries per particle the program stops (exit 2).  Default
- * count: 0.2 (n/D)^2, about 137 on 2048 x 2048 with D = 78.
+ * count: 0.2 W H / D^2, about 137 on 2048 x 2048 with D = 78.  A
+ * rectangle scales every size-dependent quantity by its axis (the ramp,
+ * the bumps' centres) or by the mean side (W + H) / 2 (carbon edge's
+ * waviness, bump widths): a square gets the same particles and noise as
+ * before -n took WxH (the artefacts' parameters to the last bit or so).
  *
  * Coordinates: pixel (row y, column x) has its centre at (x, y); the truth
  * STAR has x = column, y = row, 2 decimals, original pixels.
@@ -63,10 +67,11 @@
  */
 
 static const char usage_text[] =
-	"usage: starpipe-apple-sim -o MICROGRAPH.mrc --truth TRUTH.star [-n SIZE]\n"
+	"usage: starpipe-apple-sim -o MICROGRAPH.mrc --truth TRUTH.star [-n SIZE|WxH]\n"
 	"                          [--particle-size D] [--count N] [--snr SNR]\n"
 	"                          [-s SEED] [--pixel-size A] [--carbon] [--ice]\n"
-	"Simulates a SIZE x SIZE cryo-EM micrograph (MRC mode 2, float32) of N\n"
+	"Simulates a SIZE x SIZE (or W columns x H rows: -n 4096x3072) cryo-EM\n"
+	"micrograph (MRC mode 2, float32) of N\n"
 	"non-overlapping particles of diameter D pixels (centres at least D apart),\n"
 	"each a random projection of one asymmetric 3-D object, blurred by a\n"
 	"CTF-like kernel (a Gaussian minus a broader Gaussian), DARKER than the\n"
@@ -76,7 +81,7 @@ static const char usage_text[] =
 	"the particle region (pixels within D/2 of a centre); the noise has sigma 1.\n"
 	"--ice adds an ice-thickness gradient, --carbon a carbon film with its edge\n"
 	"(neither counts in the SNR; no particles on the carbon).\n"
-	"Defaults: -n 4096 --particle-size 78 --count 0.2*(SIZE/D)^2 --snr 0.05\n"
+	"Defaults: -n 4096 --particle-size 78 --count 0.2*W*H/D^2 --snr 0.05\n"
 	"-s 1 --pixel-size 1.0 (Angstrom, recorded in the header).\n";
 
 #define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-apple-sim", usage_text, fmt, arg)
@@ -94,12 +99,12 @@ static const double blobs[][5] = {
 
 typedef struct sim {
 	const char *out, *truth;
-	int n, count;
+	int nx, ny, count; /* columns (W), rows (H) */
 	double d, snr, pixel_size;
 	int carbon, ice, verbose;
 	uint64_t seed;
 	double *xy;       /* [count][2] centres, x = column */
-	float *img;       /* [n][n] */
+	float *img;       /* [ny][nx] */
 	/* carbon edge: s(x, y) = nx x + ny y - off - amp sin(2 pi (t . p) / len + ph) */
 	double cnx, cny, coff, camp, clen, cph;
 } sim_t;
@@ -121,46 +126,48 @@ static void carbon_setup(sim_t *s)
 {
 	sp_rng_t g;
 	sp_rng_seed(&g, s->seed, UINT64_C(0x636172626f6e)); /* "carbon" */
-	double th = TWO_PI * sp_rng_uniform(&g), c = 0.5 * s->n;
+	double th = TWO_PI * sp_rng_uniform(&g), cx = 0.5 * s->nx, cy = 0.5 * s->ny;
+	double side = 0.5 * (s->nx + s->ny);
 	s->cnx = cos(th);
 	s->cny = sin(th);
 	/* the edge 0.3 half-widths from the far side: about a fifth covered */
-	double reach = c * (fabs(s->cnx) + fabs(s->cny));
-	s->coff = s->cnx * c + s->cny * c + 0.45 * reach;
-	s->camp = 0.03 * s->n;
-	s->clen = (0.5 + sp_rng_uniform(&g)) * s->n;
+	double reach = cx * fabs(s->cnx) + cy * fabs(s->cny);
+	s->coff = s->cnx * cx + s->cny * cy + 0.45 * reach;
+	s->camp = 0.03 * side;
+	s->clen = (0.5 + sp_rng_uniform(&g)) * side;
 	s->cph = TWO_PI * sp_rng_uniform(&g);
 }
 
 /* Places the centres; returns how many were placed. */
 static int place(sim_t *s)
 {
-	double d = s->d, cell = d / sqrt(2.0), lo = d / 2, hi = s->n - d / 2;
-	int nc = (int)ceil(s->n / cell) + 1;
-	int *grid = malloc((size_t)nc * nc * sizeof *grid);
+	double d = s->d, cell = d / sqrt(2.0), lo = d / 2, hix = s->nx - d / 2, hiy = s->ny - d / 2;
+	int ncx = (int)ceil(s->nx / cell) + 1, ncy = (int)ceil(s->ny / cell) + 1;
+	int *grid = malloc((size_t)ncx * ncy * sizeof *grid);
 	sp_rng_t g;
 	int k = 0;
 
 	if (grid == NULL)
 		return -1;
-	for (size_t e = 0; e < (size_t)nc * nc; e++)
+	for (size_t e = 0; e < (size_t)ncx * ncy; e++)
 		grid[e] = -1;
 	sp_rng_seed(&g, s->seed, 1);
 	for (long tries = 0, max = 200L * s->count + 10000; k < s->count && tries < max; tries++) {
-		double x = lo + (hi - lo) * sp_rng_uniform(&g), y = lo + (hi - lo) * sp_rng_uniform(&g);
+		double x = lo + (hix - lo) * sp_rng_uniform(&g);
+		double y = lo + (hiy - lo) * sp_rng_uniform(&g);
 		if (s->carbon && carbon_side(s, x, y) > -d / 2)
 			continue;
 		int gx = (int)(x / cell), gy = (int)(y / cell), ok = 1;
 		for (int j = gy - 2; ok && j <= gy + 2; j++)
 			for (int i = gx - 2; ok && i <= gx + 2; i++) {
-				if (i < 0 || j < 0 || i >= nc || j >= nc || grid[j * nc + i] < 0)
+				if (i < 0 || j < 0 || i >= ncx || j >= ncy || grid[j * ncx + i] < 0)
 					continue;
-				const double *q = s->xy + 2 * grid[j * nc + i];
+				const double *q = s->xy + 2 * grid[j * ncx + i];
 				ok = (q[0] - x) * (q[0] - x) + (q[1] - y) * (q[1] - y) >= d * d;
 			}
 		if (!ok)
 			continue;
-		grid[gy * nc + gx] = k;
+		grid[gy * ncx + gx] = k;
 		s->xy[2 * k] = x;
 		s->xy[2 * k + 1] = y;
 		k++;
@@ -203,12 +210,12 @@ static void render(sim_t *s, int k, double *fx, double *fy)
 			}
 			for (int j = 0; j < w; j++) {
 				int y = y0 + j;
-				if (y < 0 || y >= s->n)
+				if (y < 0 || y >= s->ny)
 					continue;
-				float *row = s->img + (size_t)y * s->n;
+				float *row = s->img + (size_t)y * s->nx;
 				for (int i = 0; i < w; i++) {
 					int x = x0 + i;
-					if (x >= 0 && x < s->n)
+					if (x >= 0 && x < s->nx)
 						row[x] += (float)(fy[j] * fx[i]);
 				}
 			}
@@ -219,8 +226,8 @@ static void render(sim_t *s, int k, double *fx, double *fy)
 /* Variance of the signal over the particle region. */
 static double region_variance(const sim_t *s)
 {
-	size_t n = (size_t)s->n;
-	unsigned char *m = calloc(n * n, 1);
+	size_t n = (size_t)s->nx, npx = (size_t)s->nx * s->ny;
+	unsigned char *m = calloc(npx, 1);
 	double r = s->d / 2, sum = 0, sum2 = 0;
 	size_t cnt = 0;
 
@@ -230,11 +237,11 @@ static double region_variance(const sim_t *s)
 		double cx = s->xy[2 * k], cy = s->xy[2 * k + 1];
 		for (int y = (int)ceil(cy - r); y <= (int)floor(cy + r); y++)
 			for (int x = (int)ceil(cx - r); x <= (int)floor(cx + r); x++)
-				if (y >= 0 && x >= 0 && y < s->n && x < s->n &&
+				if (y >= 0 && x >= 0 && y < s->ny && x < s->nx &&
 				    (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r * r)
 					m[(size_t)y * n + x] = 1;
 	}
-	for (size_t e = 0; e < n * n; e++)
+	for (size_t e = 0; e < npx; e++)
 		if (m[e]) {
 			sum += s->img[e];
 			sum2 += (double)s->img[e] * s->img[e];
@@ -252,36 +259,39 @@ static void finish(sim_t *s, double scale)
 {
 	sp_rng_t g;
 	double ramp_x = 0, ramp_y = 0, bump[2][4] = { { 0 } };
-	int n = s->n;
+	const int nx = s->nx, ny = s->ny;
+	const double side = 0.5 * (nx + ny);
 
 	if (s->ice) {
 		sp_rng_seed(&g, s->seed, UINT64_C(0x696365)); /* "ice" */
 		double th = TWO_PI * sp_rng_uniform(&g);
-		ramp_x = 3.0 * cos(th) / (n * (fabs(cos(th)) + fabs(sin(th))));
-		ramp_y = 3.0 * sin(th) / (n * (fabs(cos(th)) + fabs(sin(th))));
+		/* 3 sigmas peak to peak over the image */
+		double span = nx * fabs(cos(th)) + ny * fabs(sin(th));
+		ramp_x = 3.0 * cos(th) / span;
+		ramp_y = 3.0 * sin(th) / span;
 		for (int b = 0; b < 2; b++) {
-			bump[b][0] = sp_rng_uniform(&g) * n;   /* centre x */
-			bump[b][1] = sp_rng_uniform(&g) * n;   /* centre y */
-			bump[b][2] = (0.15 + 0.2 * sp_rng_uniform(&g)) * n; /* width */
+			bump[b][0] = sp_rng_uniform(&g) * nx;   /* centre x */
+			bump[b][1] = sp_rng_uniform(&g) * ny;   /* centre y */
+			bump[b][2] = (0.15 + 0.2 * sp_rng_uniform(&g)) * side; /* width */
 			bump[b][3] = sp_rng_uniform(&g) < 0.5 ? -1.0 : 1.0;
 		}
 	}
-	for (int y = 0; y < n; y++) {
-		float *row = s->img + (size_t)y * n;
+	for (int y = 0; y < ny; y++) {
+		float *row = s->img + (size_t)y * nx;
 		sp_rng_seed(&g, s->seed, UINT64_C(0x200000000) + (uint64_t)y);
-		for (int x = 0; x < n; x += 2) {
+		for (int x = 0; x < nx; x += 2) {
 			/* Box-Muller, both of the pair */
 			double u = 1.0 - sp_rng_uniform(&g), v = TWO_PI * sp_rng_uniform(&g);
 			double rr = sqrt(-2.0 * log(u));
 			row[x] = (float)(scale * row[x] + rr * cos(v));
-			if (x + 1 < n)
+			if (x + 1 < nx)
 				row[x + 1] = (float)(scale * row[x + 1] + rr * sin(v));
 		}
 		if (s->ice || s->carbon)
-			for (int x = 0; x < n; x++) {
+			for (int x = 0; x < nx; x++) {
 				double a = 0;
 				if (s->ice) {
-					a -= ramp_x * (x - 0.5 * n) + ramp_y * (y - 0.5 * n);
+					a -= ramp_x * (x - 0.5 * nx) + ramp_y * (y - 0.5 * ny);
 					for (int b = 0; b < 2; b++) {
 						double dx = x - bump[b][0], dy = y - bump[b][1],
 						       w = bump[b][2];
@@ -295,15 +305,15 @@ static void finish(sim_t *s, double scale)
 				}
 				row[x] += (float)a;
 			}
-		if (s->verbose && (y + 1) % (n / 4) == 0) {
-			fprintf(stderr, "starpipe-apple-sim: noise %d%%\n", (int)(100.0 * (y + 1) / n));
+		if (s->verbose && (y + 1) % (ny / 4) == 0) {
+			fprintf(stderr, "starpipe-apple-sim: noise %d%%\n", (int)(100.0 * (y + 1) / ny));
 		}
 	}
 }
 
 int main(int argc, char **argv)
 {
-	sim_t s = { .n = 4096, .count = -1, .d = 78, .snr = 0.05, .pixel_size = 1.0, .seed = 1 };
+	sim_t s = { .nx = 4096, .ny = 4096, .count = -1, .d = 78, .snr = 0.05, .pixel_size = 1.0, .seed = 1 };
 	double x;
 	sp_err_t err = { 0, "" };
 
@@ -329,8 +339,19 @@ int main(int argc, char **argv)
 		} else if (strcmp(o, "--truth") == 0) {
 			s.truth = v;
 		} else if (strcmp(o, "-n") == 0) {
-			if (!tool_integer(v, 16, 32768, &s.n))
-				return BAD_USAGE("-n: '%s' is not an integer in 16 .. 32768", v);
+			/* SIZE, or WxH */
+			char wbuf[32];
+			const char *xp = strchr(v, 'x');
+			size_t wl = xp != NULL ? (size_t)(xp - v) : 0;
+			if (xp == NULL) {
+				if (!tool_integer(v, 16, 32768, &s.nx))
+					return BAD_USAGE("-n: '%s' is not an integer in 16 .. 32768", v);
+				s.ny = s.nx;
+			} else if (wl == 0 || wl >= sizeof wbuf ||
+				   (memcpy(wbuf, v, wl), wbuf[wl] = 0, !tool_integer(wbuf, 16, 32768, &s.nx)) ||
+				   !tool_integer(xp + 1, 16, 32768, &s.ny)) {
+				return BAD_USAGE("-n: '%s' is not WIDTHxHEIGHT, each in 16 .. 32768", v);
+			}
 		} else if (strcmp(o, "--particle-size") == 0) {
 			if (!tool_number(v, 5, 3000, &s.d))
 				return BAD_USAGE("--particle-size: '%s' is not in 5 .. 3000 pixels", v);
@@ -355,22 +376,25 @@ int main(int argc, char **argv)
 		return BAD_USAGE("%s", "-o MICROGRAPH.mrc is required");
 	if (s.truth == NULL)
 		return BAD_USAGE("%s", "--truth TRUTH.star is required");
-	if (s.d > s.n / 2.0) {
-		fprintf(stderr, "starpipe-apple-sim: --particle-size %g is more than half of -n %d\n%s",
-			s.d, s.n, usage_text);
+	int nmin = s.nx < s.ny ? s.nx : s.ny;
+	if (s.d > nmin / 2.0) {
+		fprintf(stderr,
+			"starpipe-apple-sim: --particle-size %g is more than half of the image's "
+			"shorter side %d\n%s",
+			s.d, nmin, usage_text);
 		return 2;
 	}
 	if (s.count < 0)
-		s.count = (int)(0.2 * (s.n / s.d) * (s.n / s.d));
-	s.verbose = s.n >= 2048;
+		s.count = (int)(0.2 * (s.nx / s.d) * (s.ny / s.d));
+	s.verbose = (double)s.nx * s.ny >= 2048.0 * 2048.0;
 
-	size_t np = (size_t)s.n * s.n;
+	size_t np = (size_t)s.nx * s.ny;
 	int w = 2 * (int)ceil(0.45 * s.d + 4 * 0.15 * s.d) + 1, rc = 1;
 	double *fx = malloc((size_t)w * sizeof *fx), *fy = malloc((size_t)w * sizeof *fy);
 	s.xy = malloc(((size_t)s.count + 1) * 2 * sizeof *s.xy);
 	s.img = calloc(np, sizeof *s.img);
 	if (fx == NULL || fy == NULL || s.xy == NULL || s.img == NULL) {
-		fprintf(stderr, "starpipe-apple-sim: out of memory for a %d x %d image\n", s.n, s.n);
+		fprintf(stderr, "starpipe-apple-sim: out of memory for a %d x %d image\n", s.nx, s.ny);
 		goto out;
 	}
 	if (s.carbon)
@@ -380,7 +404,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"starpipe-apple-sim: could place only %d of %d particles %g pixels apart "
 			"on %d x %d%s; use a smaller --count or a larger -n\n",
-			placed < 0 ? 0 : placed, s.count, s.d, s.n, s.n,
+			placed < 0 ? 0 : placed, s.count, s.d, s.nx, s.ny,
 			s.carbon ? " (ice part only)" : "");
 		rc = 2;
 		goto out;
@@ -398,7 +422,7 @@ int main(int argc, char **argv)
 	}
 	finish(&s, var > 0 ? sqrt(s.snr / var) : 0.0);
 	if (sp_make_parent(s.out, &err) != 0 ||
-	    apple_mrc_write_f32(s.out, s.img, s.n, s.n, s.pixel_size, &err) != 0 ||
+	    apple_mrc_write_f32(s.out, s.img, s.ny, s.nx, s.pixel_size, &err) != 0 ||
 	    sp_make_parent(s.truth, &err) != 0 ||
 	    apple_star_write_f64(s.truth, s.xy, (size_t)s.count, 2, &err) != 0) {
 		fprintf(stderr, "starpipe-apple-sim: %s\n", err.msg);

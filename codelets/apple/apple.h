@@ -11,13 +11,18 @@
  * (shrink 2) sizes the kernels use.  Images:
  *
  *   micrograph   float  [ny][nx]           as read from the MRC file
- *   im           double [n][n]             preprocessed (binned, filtered);
+ *   im           double [ny][nx]           preprocessed (binned, filtered);
  *                                          float32 precision, stored as double
- *   mean, std    double [nw][nw]           moments of the q x q window whose
- *                                          top-left pixel is [r][c]; nw = n-q+1
+ *   mean, std    double [nwy][nwx]         moments of the q x q window whose
+ *                                          top-left pixel is [r][c];
+ *                                          nwy = ny-q+1, nwx = nx-q+1
  *   score        int32  [gy][gx]           per query window (grid step q/2)
- *   seg          uint8  [nw][nw]           0/1 segmentation (window positions)
+ *   seg          uint8  [nwy][nwx]         0/1 segmentation (window positions)
  *   picks        int    [npick][2]         (x, y) in original pixels
+ *
+ * ASPIRE crops a micrograph to a square; starpipe keeps the whole
+ * rectangle inside the margins (every step below takes ny != nx).  On a
+ * square micrograph every step computes exactly what ASPIRE computes.
  *
  * Kernels are single-threaded and never print.  Functions returning int give
  * 0 or a negative SP_E* code (../../src/error.h).  FFTW plans are made only
@@ -49,11 +54,12 @@ typedef struct apple_params {
 typedef struct apple_sizes {
 	int particle, max_size, min_size, query, moa, container; /* binned (int(x / 2); query even) */
 	int tau1, tau2;      /* counts of query windows (final) */
-	int side;            /* square crop side (original pixels) */
-	int n;               /* preprocessed image side: side / 2 */
-	int nw;              /* window positions per side: n - query + 1 */
-	int gy, gx;          /* query grid: floor(2 n / query) - 1 each */
-	int nref;            /* references: 4 (n / container)^2 */
+	int sidey, sidex;    /* the micrograph inside the margins (original pixels) */
+	int ny, nx;          /* preprocessed image: sidey / 2 rows, sidex / 2 columns */
+	int nwy, nwx;        /* window positions: ny - query + 1 rows, nx - query + 1 columns */
+	int gy, gx;          /* query grid: floor(2 ny / query) - 1 rows, floor(2 nx / query) - 1 */
+	int ncy, ncx;        /* containers: ny / container rows, nx / container columns */
+	int nref;            /* references: 4 ncy ncx */
 } apple_sizes_t;
 
 /* Fills the defaults of *p (fields <= 0) as ASPIRE does. */
@@ -82,26 +88,27 @@ size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *
  * so that the entries are bit-identical to the reference's). */
 void apple_lowpass_kernel(double k[15 * 15]);
 
-/* micrograph float [ny][nx] -> im double [n][n]: drop the margins, crop to
- * the top-left side x side square, Pillow BICUBIC resize to n x n (a = -0.5,
+/* micrograph float [ny][nx] -> im double [s->ny][s->nx]: drop the margins
+ * (sidey x sidex left), Pillow BICUBIC resize to s->ny x s->nx (a = -0.5,
  * horizontal pass then vertical, float32 between and after the passes,
- * scale = side / n), then "same"-size correlation with
+ * scale = side / n on each axis), then "same"-size correlation with
  * apple_lowpass_kernel() in double (zero outside the image).  The result
- * is rounded to float32 where out32 is not NULL ([n][n]; the reference's
+ * is rounded to float32 where out32 is not NULL ([s->ny][s->nx]; the reference's
  * dump).  work: apple_preprocess_work_size() doubles. */
 void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
 		      int ny, int nx, double *im, float *out32, double *work);
 
 /* ---- Step 2: moments --------------------------------------------------- */
 
-/* mean and std [nw][nw] of every q x q window of im [n][n] (top-left
+/* mean and std [ny-q+1][nx-q+1] of every q x q window of im [ny][nx] (top-left
  * [r][c]), std = sqrt(max(0, E[x^2] - E[x]^2)).  Direct separable sums in
  * double (row sums of q, then column sums of q): no running-sum drift.  The
  * reference uses FFT convolution; on the 2k test image the two routes
  * differ by 1.5e-15 (mean, relative) and 1.2e-12 (std, relative to its
  * maximum; E[x^2] - E[x]^2 cancels ~6 digits at intensities ~1000).
- * work: n * nw * 2 doubles. */
-void apple_moments(const double *im, int n, int q, double *mean, double *std, double *work);
+ * work: ny * (nx - q + 1) * 2 doubles. */
+void apple_moments(const double *im, int ny, int nx, int q, double *mean, double *std,
+		   double *work);
 
 /* ---- Step 3: query score ----------------------------------------------- */
 
@@ -110,7 +117,7 @@ void apple_moments(const double *im, int n, int q, double *mean, double *std, do
  * of maximum mean, minimum mean, maximum std, minimum std (first
  * occurrence in raster order inside the container's search range, as
  * NumPy's argmax).  The search range of container (yc, xc) is rows
- * [yc cs, min(n - 1, (yc + 1) cs) - q + 1), likewise columns; where it is
+ * [yc cs, min(ny - 1, (yc + 1) cs) - q + 1), likewise columns (nx); where it is
  * empty (only when cs == q and the containers tile the image exactly;
  * ASPIRE raises there) the container's top-left pixel is used. */
 void apple_refs_select(const apple_sizes_t *s, const double *mean, const double *std,
@@ -133,14 +140,14 @@ size_t apple_score_spec_size(int q);
 /* Half spectra (FFTW r2c, unnormalised) of the nref references into
  * spec[nref][apple_score_spec_size(q)] (interleaved re, im doubles: 2 *
  * size doubles each). */
-void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int n, int q,
+void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 			  const int32_t *ref, int nref, double *spec);
 
 /* Responses max(cc) - mean(cc), cc = IFFT(FFT(r) conj(FFT(w))) of size
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
  * references: resp[(k - qbegin) * nref + r]. */
-void apple_score_responses(apple_score_fft_t *f, const double *im, int n, int q, int gx,
+void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
 /* score[k] = #{r : resp[k][r] >= t}, t = min + (max - min) / 20 over the
@@ -167,8 +174,8 @@ typedef struct apple_svm {
  * mask), and takes the non-overlapping q x q blocks of im (column-major
  * block order) fully inside the particle mask (positives) and fully
  * outside the not-noise mask (negatives).  feat[*npos + *nneg][2] (mean,
- * population std), positives first; feat needs (n / q)^2 * 2 doubles;
- * work: 2 n^2 bytes.  Returns 0 or SP_ENOMEM (the sort's index array). */
+ * population std), positives first; feat needs (ny / q) (nx / q) 2 doubles;
+ * work: 2 ny nx bytes.  Returns 0 or SP_ENOMEM (the sort's index array). */
 int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *score, int tau1,
 		       int tau2, double *feat, int *npos, int *nneg, unsigned char *work);
 
@@ -186,7 +193,7 @@ void apple_svm_free(apple_svm_t **m);
 double apple_svm_decision(const apple_svm_t *m, double f0, double f1);
 
 /* Classifies window positions of rows [r0, r1): seg[(r - r0) * nw + c] =
- * 1 (particle) or 0, from mean/std [nw][nw]. */
+ * 1 (particle) or 0, from mean/std [.][nw] (nw: s->nwx). */
 void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
 			 int r0, int r1, uint8_t *seg);
 
@@ -210,19 +217,19 @@ void apple_edt2(const uint8_t *a, int h, int w, int32_t *d2, int32_t *work);
 int apple_label8(const uint8_t *a, int h, int w, int32_t *lab, int32_t *work);
 
 /* Bytes/ints of scratch apple_morphology() needs: work32 int32 count. */
-size_t apple_morphology_work_size(int nw);
+size_t apple_morphology_work_size(int nwy, int nwx);
 
-/* seg [nw][nw] in, out [nw][nw]: fill holes (4-connected background); if
+/* seg [nwy][nwx] in, out [nwy][nwx]: fill holes (4-connected background); if
  * that fills everything, clear seg's top-left 100 x 100 first; erode by
  * disks of radius min_size (seg_e) and max_size (seg_o) via apple_edt2();
- * drop the 8-components of seg_e that meet seg_o.  work8: nw^2 bytes;
- * work32: apple_morphology_work_size(nw) int32. */
+ * drop the 8-components of seg_e that meet seg_o.  work8: nwy nwx bytes;
+ * work32: apple_morphology_work_size(nwy, nwx) int32. */
 void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, uint8_t *work8,
 		      int32_t *work32);
 
 /* ---- Step 7: pick ------------------------------------------------------ */
 
-/* Picks from the morphology output seg [nw][nw]: trims q/2 - 1 rows and
+/* Picks from the morphology output seg [nwy][nwx]: trims q/2 - 1 rows and
  * columns at the top-left and q/2 at the bottom-right, drops 8-components
  * larger than max_size^2, takes rounded centres of mass (rint, half to
  * even), keeps centres isolated at distance moa (disk dilation), maps to
@@ -249,7 +256,7 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 /* The picks' scores: for each pick xy[k] (original pixels, as apple_pick()
  * writes them) the SVM's decision value at its window (the inverse of
  * apple_pick()'s mapping), signed so that a positive value is a particle
- * and larger is surer; mean/std [nw][nw] are the window moments the
+ * and larger is surer; mean/std [nwy][nwx] are the window moments the
  * classification read.  Written to score[0..n). */
 void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,
 		       const double *mean, const double *std, const int *xy, int n, double *score);
@@ -289,15 +296,15 @@ int apple_score_cuda_chunk(int q, int nref, int nquery, size_t max_bytes);
 /* Twin of apple_score_refs_fft(): ref int32 [nref][2] (device), spec
  * [nref][apple_score_spec_size(q)] complex (device, interleaved doubles).
  * Any nref (chunks of the plan set's nquery_chunk). */
-int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double *im, int n, int q,
+int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double *im, int nx, int q,
 			      const int32_t *ref, int nref, double *spec, void *scratch,
 			      struct CUstream_st *stream);
 
-/* Twin of apple_score_responses(): im [n][n], spec as apple_score_refs_fft()
+/* Twin of apple_score_responses(): im [.][nx], spec as apple_score_refs_fft()
  * lays it out, resp [(qend - qbegin)][nref]; queries go through in chunks
  * of the plan set's nquery_chunk (a partial last chunk costs a full one).
  * nref must be the plan set's. */
-int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int n, int q, int gx,
+int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int nx, int q, int gx,
 			       const double *spec, int nref, int qbegin, int qend, double *resp,
 			       void *scratch, struct CUstream_st *stream);
 
@@ -305,16 +312,16 @@ int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int 
 size_t apple_preprocess_cuda_scratch(const apple_sizes_t *s);
 
 /* Twin of apple_preprocess() (no float32 copy): micrograph [ny][nx] and
- * im [n][n] device arrays; bit-identical to the CPU (the taps come from
+ * im [s->ny][s->nx] device arrays; bit-identical to the CPU (the taps come from
  * apple_lowpass_kernel() on the host). */
 int apple_preprocess_cuda(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
 			  int ny, int nx, double *im, void *scratch, struct CUstream_st *stream);
 
 /* Bytes of device scratch apple_moments_cuda() needs. */
-size_t apple_moments_cuda_scratch(int n, int q);
+size_t apple_moments_cuda_scratch(int ny, int nx, int q);
 
 /* Twin of apple_moments(), bit-identical (the same sums in the same order). */
-int apple_moments_cuda(const double *im, int n, int q, double *mean, double *std, void *scratch,
+int apple_moments_cuda(const double *im, int ny, int nx, int q, double *mean, double *std, void *scratch,
 		       struct CUstream_st *stream);
 
 /* Twin of apple_refs_select(): one block per container; ref [nref][2]
@@ -324,10 +331,10 @@ int apple_moments_cuda(const double *im, int n, int q, double *mean, double *std
 int apple_refs_select_cuda(const apple_sizes_t *s, const double *mean, const double *std,
 			   int32_t *ref, struct CUstream_st *stream);
 
-/* Bytes of device scratch apple_morphology_cuda() needs (~25 nw^2). */
-size_t apple_morphology_cuda_scratch(int nw);
+/* Bytes of device scratch apple_morphology_cuda() needs (~25 nwy nwx). */
+size_t apple_morphology_cuda_scratch(int nwy, int nwx);
 
-/* Twin of apple_morphology(): seg and out [nw][nw] device arrays, the same
+/* Twin of apple_morphology(): seg and out [nwy][nwx] device arrays, the same
  * output byte for byte (union-find labelling instead of the CPU's
  * sequential scan; a component's identity does not depend on the order). */
 int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, void *scratch,
@@ -340,7 +347,7 @@ size_t apple_svm_cuda_size(const apple_svm_t *m);
 void apple_svm_cuda_pack(const apple_svm_t *m, double *svc);
 
 /* Twin of apple_classify_rows(): m is the host model (only its scalars are
- * read), svc the packed support vectors (device), mean/std [nw][nw] and
+ * read), svc the packed support vectors (device), mean/std [.][nw] and
  * seg [(r1 - r0)][nw] device arrays. */
 int apple_classify_rows_cuda(const apple_svm_t *m, const double *svc, const double *mean,
 			     const double *std, int nw, int r0, int r1, uint8_t *seg,

@@ -90,17 +90,28 @@ int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *
 	s->moa = p->minimum_overlap_amount / 2;
 	s->container = p->container_size / 2;
 
-	int h = ny - p->margin_top - p->margin_bottom, w = nx - p->margin_left - p->margin_right;
-	s->side = h < w ? h : w;
-	s->n = s->side / 2;
-	if (s->n < 2 * s->container || s->n < 2 * s->query + 2 || s->n < s->max_size)
+	/* the whole rectangle inside the margins (ASPIRE crops it to a square) */
+	s->sidey = ny - p->margin_top - p->margin_bottom;
+	s->sidex = nx - p->margin_left - p->margin_right;
+	s->ny = s->sidey / 2;
+	s->nx = s->sidex / 2;
+	int nmin = s->ny < s->nx ? s->ny : s->nx;
+	if (s->sidey < 2 || s->sidex < 2 || nmin < 2 * s->container || nmin < 2 * s->query + 2 ||
+	    nmin < s->max_size)
 		return sp_seterr(err, SP_EINVAL,
-				 "%s: micrograph %d x %d too small for particle_size %d (binned side %d, "
+				 "%s: micrograph %d x %d too small for particle_size %d (binned %d x %d, "
 				 "container %d)",
-				 __func__, ny, nx, ps, s->n, s->container);
-	s->nw = s->n - s->query + 1;
-	s->gy = s->gx = 2 * s->n / s->query - 1;
-	s->nref = 4 * (s->n / s->container) * (s->n / s->container);
+				 __func__, ny, nx, ps, s->ny > 0 ? s->ny : 0, s->nx > 0 ? s->nx : 0,
+				 s->container);
+	if ((long long)s->ny * s->nx > 0x7fffffffLL / 4)
+		return sp_seterr(err, SP_EINVAL, "%s: micrograph %d x %d too large", __func__, ny, nx);
+	s->nwy = s->ny - s->query + 1;
+	s->nwx = s->nx - s->query + 1;
+	s->gy = 2 * s->ny / s->query - 1;
+	s->gx = 2 * s->nx / s->query - 1;
+	s->ncy = s->ny / s->container;
+	s->ncx = s->nx / s->container;
+	s->nref = 4 * s->ncy * s->ncx;
 
 	double qbox = 4000.0 * 4000.0 / ((double)qi * qi) * 4.0;
 	int nq = s->gy * s->gx;
@@ -136,9 +147,11 @@ static int resample_coeffs(int insize, int outsize, int32_t *bounds, double *kk)
 size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *s)
 {
 	(void)p;
-	size_t side = (size_t)s->side, n = (size_t)s->n;
-	/* float tmp [side][n] + float out [n][n], as doubles, + coeffs + bounds */
-	return (side * n + n * n) / 2 + 2 + (size_t)apk_resample_ksize(s->side, s->n) * n + n + 2;
+	size_t sy = (size_t)s->sidey, ny = (size_t)s->ny, nx = (size_t)s->nx;
+	/* float tmp [sidey][nx] + float out [ny][nx], as doubles, + the two
+	 * axes' coefficients and bounds */
+	return (sy * nx + ny * nx) / 2 + 2 + (size_t)apk_resample_ksize(s->sidex, s->nx) * nx + nx +
+	       (size_t)apk_resample_ksize(s->sidey, s->ny) * ny + ny + 4;
 }
 
 /* NumPy's pairwise summation (pairwise_sum in loops_utils.h), unit stride. */
@@ -186,37 +199,40 @@ void apple_lowpass_kernel(double k[15 * 15])
 void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *micrograph,
 		      int ny, int nx, double *im, float *out32, double *work)
 {
-	const int side = s->side, n = s->n;
-	float *tmp = (float *)work;                       /* [side][n] */
-	float *res = tmp + (size_t)side * n;              /* [n][n] */
-	double *kk = work + ((size_t)side * n + (size_t)n * n) / 2 + 1;
-	int32_t *bounds = (int32_t *)(kk + (size_t)apk_resample_ksize(side, n) * n);
+	const int sidey = s->sidey, sidex = s->sidex, n_y = s->ny, n_x = s->nx;
+	float *tmp = (float *)work;                       /* [sidey][n_x] */
+	float *res = tmp + (size_t)sidey * n_x;           /* [n_y][n_x] */
+	double *kkx = work + ((size_t)sidey * n_x + (size_t)n_y * n_x) / 2 + 1;
+	int32_t *bx = (int32_t *)(kkx + (size_t)apk_resample_ksize(sidex, n_x) * n_x);
+	double *kky = kkx + (size_t)apk_resample_ksize(sidex, n_x) * n_x + n_x + 2;
+	int32_t *by = (int32_t *)(kky + (size_t)apk_resample_ksize(sidey, n_y) * n_y);
 	const float *src = micrograph + (size_t)p->margin_top * nx + p->margin_left;
-	int ksize;
 
 	(void)ny;
-	/* horizontal pass: every row of the crop, columns side -> n */
-	ksize = resample_coeffs(side, n, bounds, kk);
-	for (int y = 0; y < side; y++) {
+	/* horizontal pass: every row inside the margins, columns sidex -> n_x */
+	int kx = resample_coeffs(sidex, n_x, bx, kkx);
+	for (int y = 0; y < sidey; y++) {
 		const float *row = src + (size_t)y * nx;
-		for (int xx = 0; xx < n; xx++) {
-			const double *k = kk + (size_t)xx * ksize;
-			int xmin = bounds[2 * xx], xmax = bounds[2 * xx + 1];
+		for (int xx = 0; xx < n_x; xx++) {
+			const double *k = kkx + (size_t)xx * kx;
+			int xmin = bx[2 * xx], xmax = bx[2 * xx + 1];
 			double ss = 0.0;
 			for (int x = 0; x < xmax; x++)
 				ss += row[x + xmin] * k[x];
-			tmp[(size_t)y * n + xx] = (float)ss;
+			tmp[(size_t)y * n_x + xx] = (float)ss;
 		}
 	}
-	/* vertical pass: rows side -> n (same coefficients: the crop is square) */
-	for (int yy = 0; yy < n; yy++) {
-		const double *k = kk + (size_t)yy * ksize;
-		int ymin = bounds[2 * yy], ymax = bounds[2 * yy + 1];
-		for (int xx = 0; xx < n; xx++) {
+	/* vertical pass: rows sidey -> n_y (a square's two axes share their
+	 * coefficients, as Pillow's) */
+	int ky = resample_coeffs(sidey, n_y, by, kky);
+	for (int yy = 0; yy < n_y; yy++) {
+		const double *k = kky + (size_t)yy * ky;
+		int ymin = by[2 * yy], ymax = by[2 * yy + 1];
+		for (int xx = 0; xx < n_x; xx++) {
 			double ss = 0.0;
 			for (int y = 0; y < ymax; y++)
-				ss += tmp[(size_t)(y + ymin) * n + xx] * k[y];
-			res[(size_t)yy * n + xx] = (float)ss;
+				ss += tmp[(size_t)(y + ymin) * n_x + xx] * k[y];
+			res[(size_t)yy * n_x + xx] = (float)ss;
 		}
 	}
 
@@ -232,35 +248,36 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 				kv[nk] = v - 7;
 				kval[nk++] = kern[u * 15 + v];
 			}
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++) {
+	for (int i = 0; i < n_y; i++)
+		for (int j = 0; j < n_x; j++) {
 			double acc = 0.0;
-			if (i >= 7 && i < n - 7 && j >= 7 && j < n - 7) {
+			if (i >= 7 && i < n_y - 7 && j >= 7 && j < n_x - 7) {
 				for (int t = 0; t < nk; t++)
-					acc += kval[t] * res[(size_t)(i + ku[t]) * n + j + kv[t]];
+					acc += kval[t] * res[(size_t)(i + ku[t]) * n_x + j + kv[t]];
 			} else {
 				for (int t = 0; t < nk; t++) {
 					int y = i + ku[t], x = j + kv[t];
-					if (y >= 0 && y < n && x >= 0 && x < n)
-						acc += kval[t] * res[(size_t)y * n + x];
+					if (y >= 0 && y < n_y && x >= 0 && x < n_x)
+						acc += kval[t] * res[(size_t)y * n_x + x];
 				}
 			}
-			im[(size_t)i * n + j] = acc;
+			im[(size_t)i * n_x + j] = acc;
 			if (out32 != NULL)
-				out32[(size_t)i * n + j] = (float)acc;
+				out32[(size_t)i * n_x + j] = (float)acc;
 		}
 }
 
 /* ---- step 2: moments --------------------------------------------------- */
 
-void apple_moments(const double *im, int n, int q, double *mean, double *std, double *work)
+void apple_moments(const double *im, int ny, int nx, int q, double *mean, double *std,
+		   double *work)
 {
-	const int nw = n - q + 1;
-	double *rs = work, *rs2 = work + (size_t)n * nw; /* [n][nw] row sums of x, x^2 */
+	const int nw = nx - q + 1, nwy = ny - q + 1;
+	double *rs = work, *rs2 = work + (size_t)ny * nw; /* [ny][nw] row sums of x, x^2 */
 	const double inv = 1.0 / ((double)q * q);
 
-	for (int i = 0; i < n; i++) {
-		const double *row = im + (size_t)i * n;
+	for (int i = 0; i < ny; i++) {
+		const double *row = im + (size_t)i * nx;
 		for (int c = 0; c < nw; c++) {
 			double a = 0.0, b = 0.0;
 			for (int k = 0; k < q; k++) {
@@ -272,7 +289,7 @@ void apple_moments(const double *im, int n, int q, double *mean, double *std, do
 			rs2[(size_t)i * nw + c] = b;
 		}
 	}
-	for (int r = 0; r < nw; r++) {
+	for (int r = 0; r < nwy; r++) {
 		double *m = mean + (size_t)r * nw, *sd = std + (size_t)r * nw;
 		for (int c = 0; c < nw; c++) {
 			m[c] = 0.0;
@@ -298,15 +315,14 @@ void apple_moments(const double *im, int n, int q, double *mean, double *std, do
 void apple_refs_select(const apple_sizes_t *s, const double *mean, const double *std,
 		       int32_t *ref)
 {
-	const int n = s->n, q = s->query, cs = s->container, nw = s->nw, nc = n / cs;
+	const int q = s->query, cs = s->container, nw = s->nwx;
 	int k = 0;
 
-	for (int yc = 0; yc < nc; yc++)
-		for (int xc = 0; xc < nc; xc++) {
+	for (int yc = 0; yc < s->ncy; yc++)
+		for (int xc = 0; xc < s->ncx; xc++) {
 			/* ASPIRE's range over its padded moments, shifted to top-left indexing */
-			int r0 = yc * cs, c0 = xc * cs;
-			int r1 = ((n - 1) < (yc + 1) * cs ? (n - 1) : (yc + 1) * cs) - q + 1;
-			int c1 = ((n - 1) < (xc + 1) * cs ? (n - 1) : (xc + 1) * cs) - q + 1;
+			int r0, r1, c0, c1;
+			apk_container_range(s->ny, s->nx, q, cs, yc, xc, &r0, &r1, &c0, &c1);
 			int best[4][2];
 			double val[4];
 			for (int t = 0; t < 4; t++) {
@@ -422,27 +438,27 @@ static double max_of(const double *a, size_t n)
 	return m2 > m0 ? m2 : m0;
 }
 
-static void window_fft(apple_score_fft_t *f, const double *im, int n, int r, int c)
+static void window_fft(apple_score_fft_t *f, const double *im, int nx, int r, int c)
 {
 	const int q = f->q;
 
 	for (int i = 0; i < q; i++)
-		memcpy(f->real + (size_t)i * q, im + (size_t)(r + i) * n + c, sizeof(double) * (size_t)q);
+		memcpy(f->real + (size_t)i * q, im + (size_t)(r + i) * nx + c, sizeof(double) * (size_t)q);
 	fftw_execute(f->fwd);
 }
 
-void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int n, int q,
+void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 			  const int32_t *ref, int nref, double *spec)
 {
 	size_t ns = apple_score_spec_size(q);
 
 	for (int k = 0; k < nref; k++) {
-		window_fft(f, im, n, ref[2 * k], ref[2 * k + 1]);
+		window_fft(f, im, nx, ref[2 * k], ref[2 * k + 1]);
 		memcpy(spec + 2 * ns * (size_t)k, f->spec, sizeof(fftw_complex) * ns);
 	}
 }
 
-void apple_score_responses(apple_score_fft_t *f, const double *im, int n, int q, int gx,
+void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp)
 {
 	const size_t ns = apple_score_spec_size(q), nn = (size_t)q * q;
@@ -450,7 +466,7 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int n, int q,
 	const int h = q / 2;
 
 	for (int k = qbegin; k < qend; k++) {
-		window_fft(f, im, n, (k / gx) * h, (k % gx) * h);
+		window_fft(f, im, nx, (k / gx) * h, (k % gx) * h);
 		memcpy(f->wspec, f->spec, sizeof(fftw_complex) * ns);
 		for (int r = 0; r < nref; r++) {
 			const double *R = spec + 2 * ns * (size_t)r;
@@ -505,14 +521,14 @@ static int scored_cmp(const void *a, const void *b)
 int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *score, int tau1,
 		       int tau2, double *feat, int *npos, int *nneg, unsigned char *work)
 {
-	const int n = s->n, q = s->query, h = q / 2, g = s->gy, nq = s->gy * s->gx;
-	unsigned char *mp = work, *mn = work + (size_t)n * n;
+	const int ny = s->ny, nx = s->nx, q = s->query, h = q / 2, g = s->gy, nq = s->gy * s->gx;
+	unsigned char *mp = work, *mn = work + (size_t)ny * nx;
 	scored_t *ord = malloc(sizeof *ord * (size_t)nq);
 
 	*npos = *nneg = 0;
 	if (ord == NULL)
 		return SP_ENOMEM;
-	memset(work, 0, 2 * (size_t)n * n);
+	memset(work, 0, 2 * (size_t)ny * nx);
 	/* ASPIRE flattens the score in Fortran order (row index fastest) */
 	for (int j = 0; j < s->gx; j++)
 		for (int i = 0; i < g; i++) {
@@ -522,26 +538,28 @@ int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *
 	qsort(ord, (size_t)nq, sizeof *ord, scored_cmp);
 	for (int t = 0; t < tau2 && t < nq; t++) {
 		int i = ord[t].idx % g, j = ord[t].idx / g;
-		int r0 = i * h, c0 = j * h, r1 = r0 + q < n ? r0 + q : n, c1 = c0 + q < n ? c0 + q : n;
+		int r0 = i * h, c0 = j * h, r1 = r0 + q < ny ? r0 + q : ny;
+		int c1 = c0 + q < nx ? c0 + q : nx;
 		for (int r = r0; r < r1; r++) {
 			if (t < tau1)
-				memset(mp + (size_t)r * n + c0, 1, (size_t)(c1 - c0));
-			memset(mn + (size_t)r * n + c0, 1, (size_t)(c1 - c0));
+				memset(mp + (size_t)r * nx + c0, 1, (size_t)(c1 - c0));
+			memset(mn + (size_t)r * nx + c0, 1, (size_t)(c1 - c0));
 		}
 	}
 	free(ord);
 
-	const int nb = n / q;
+	const int nby = ny / q, nbx = nx / q;
 	int np_ = 0, nn_ = 0;
 	double *pos = feat;
-	/* count positives first so that negatives follow them */
+	/* count positives first so that negatives follow them; blocks in
+	 * column-major order (block row b fastest), as ASPIRE's */
 	for (int pass = 0; pass < 2; pass++)
-		for (int d = 0; d < nb; d++)
-			for (int b = 0; b < nb; b++) {
+		for (int d = 0; d < nbx; d++)
+			for (int b = 0; b < nby; b++) {
 				int allp = 1, none = 1;
 				for (int c = 0; c < q && (allp || none); c++)
 					for (int a = 0; a < q; a++) {
-						size_t o = (size_t)(b * q + a) * n + d * q + c;
+						size_t o = (size_t)(b * q + a) * nx + d * q + c;
 						allp &= mp[o] != 0;
 						none &= mn[o] == 0;
 					}
@@ -550,11 +568,11 @@ int apple_training_set(const apple_sizes_t *s, const double *im, const int32_t *
 				double sum = 0.0, ss = 0.0;
 				for (int c = 0; c < q; c++)
 					for (int a = 0; a < q; a++)
-						sum += im[(size_t)(b * q + a) * n + d * q + c];
+						sum += im[(size_t)(b * q + a) * nx + d * q + c];
 				double mu = sum / ((double)q * q);
 				for (int c = 0; c < q; c++)
 					for (int a = 0; a < q; a++) {
-						double e = im[(size_t)(b * q + a) * n + d * q + c] - mu;
+						double e = im[(size_t)(b * q + a) * nx + d * q + c] - mu;
 						ss += e * e;
 					}
 				double *o = pos + 2 * (size_t)(np_ + nn_);
@@ -716,14 +734,14 @@ void apple_classify_rows(const apple_svm_t *m, const double *mean, const double 
 void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,
 		       const double *mean, const double *std, const int *xy, int n, double *score)
 {
-	const int nw = s->nw, lo = s->query / 2 - 1;
+	const int nwy = s->nwy, nwx = s->nwx, lo = s->query / 2 - 1;
 	for (int k = 0; k < n; k++) {
 		/* apple_pick(): x = 2 (cx + 2 lo + 1) + margin_left, window column cx + lo */
 		int c = (xy[2 * k] - p->margin_left) / 2 - lo - 1;
 		int r = (xy[2 * k + 1] - p->margin_top) / 2 - lo - 1;
-		c = c < 0 ? 0 : c >= nw ? nw - 1 : c;
-		r = r < 0 ? 0 : r >= nw ? nw - 1 : r;
-		size_t o = (size_t)r * nw + c;
+		c = c < 0 ? 0 : c >= nwx ? nwx - 1 : c;
+		r = r < 0 ? 0 : r >= nwy ? nwy - 1 : r;
+		size_t o = (size_t)r * nwx + c;
 		double d = window_decision(m, mean[o], std[o]);
 		score[k] = m->label_pos == 1 ? d : -d;
 	}
@@ -820,10 +838,10 @@ int apple_label8(const uint8_t *a, int h, int w, int32_t *lab, int32_t *par)
 	return nlab;
 }
 
-size_t apple_morphology_work_size(int nw)
+size_t apple_morphology_work_size(int nwy, int nwx)
 {
-	size_t n2 = (size_t)nw * nw;
-	return 3 * n2 + n2 + 1 + (size_t)(nw + 2) * (nw + 2) + 2 * (size_t)(nw + 2) + 16;
+	size_t n2 = (size_t)nwy * nwx, m = (size_t)(nwy > nwx ? nwy : nwx);
+	return 3 * n2 + n2 + 1 + (size_t)(nwy + 2) * (nwx + 2) + 2 * (m + 2) + 16;
 }
 
 /* filled = a with the 4-connected background components that do not reach
@@ -858,27 +876,27 @@ static void fill_holes(const uint8_t *a, int h, int w, uint8_t *filled, int32_t 
 void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, uint8_t *work8,
 		      int32_t *work32)
 {
-	const int nw = s->nw;
-	const size_t n2 = (size_t)nw * nw;
+	const int nwy = s->nwy, nwx = s->nwx;
+	const size_t n2 = (size_t)nwy * nwx;
 	int32_t *d2 = work32, *lab = work32 + n2, *par = lab + n2, *edtw = par + n2;
 	uint8_t *filled = work8;
 	size_t p;
 
-	fill_holes(seg, nw, nw, filled, par);
+	fill_holes(seg, nwy, nwx, filled, par);
 	for (p = 0; p < n2 && filled[p]; p++)
 		;
 	if (p == n2) {
 		memcpy(out, seg, n2);
-		for (int y = 0; y < 100 && y < nw; y++)
-			memset(out + (size_t)y * nw, 0, (size_t)(nw < 100 ? nw : 100));
-		fill_holes(out, nw, nw, filled, par);
+		for (int y = 0; y < 100 && y < nwy; y++)
+			memset(out + (size_t)y * nwx, 0, (size_t)(nwx < 100 ? nwx : 100));
+		fill_holes(out, nwy, nwx, filled, par);
 	}
-	apple_edt2(filled, nw, nw, d2, edtw);
+	apple_edt2(filled, nwy, nwx, d2, edtw);
 	const long long rmin = (long long)s->min_size * s->min_size,
 			rmax = (long long)s->max_size * s->max_size;
 	for (p = 0; p < n2; p++)
 		out[p] = d2[p] > rmin;
-	int nl = apple_label8(out, nw, nw, lab, par);
+	int nl = apple_label8(out, nwy, nwx, lab, par);
 	uint8_t *hit = (uint8_t *)par; /* parents are no longer needed */
 	memset(hit, 0, (size_t)nl + 1);
 	for (p = 0; p < n2; p++)
@@ -894,8 +912,9 @@ void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, 
 int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
 	       int maxpick)
 {
-	const int nw = s->nw, q = s->query, lo = q / 2 - 1, hi = q / 2, m = nw - lo - hi;
-	const size_t mm = (size_t)m * m;
+	const int q = s->query, lo = q / 2 - 1, hi = q / 2;
+	const int my = s->nwy - lo - hi, mx = s->nwx - lo - hi;
+	const size_t mm = (size_t)my * mx;
 	const int moa = s->moa;
 	uint8_t *t = malloc(mm), *img = malloc(mm);
 	int32_t *lab = malloc(sizeof *lab * mm), *par = malloc(sizeof *par * mm);
@@ -905,11 +924,11 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 
 	if (t == NULL || img == NULL || lab == NULL || par == NULL)
 		goto out;
-	for (int y = 0; y < m; y++)
-		memcpy(t + (size_t)y * m, seg + (size_t)(y + lo) * nw + lo, (size_t)m);
+	for (int y = 0; y < my; y++)
+		memcpy(t + (size_t)y * mx, seg + (size_t)(y + lo) * s->nwx + lo, (size_t)mx);
 
 	/* drop components larger than max_size^2 */
-	int nl = apple_label8(t, m, m, lab, par);
+	int nl = apple_label8(t, my, mx, lab, par);
 	cnt = calloc((size_t)nl + 1, sizeof *cnt);
 	if (cnt == NULL)
 		goto out;
@@ -918,7 +937,7 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 	for (size_t i = 0; i < mm; i++)
 		if (lab[i] != 0 && cnt[lab[i]] > (long long)s->max_size * s->max_size)
 			t[i] = 0;
-	nl = apple_label8(t, m, m, lab, par);
+	nl = apple_label8(t, my, mx, lab, par);
 
 	/* centres of mass, rounded half to even (np.rint) */
 	int ncent = p->fix_quirks ? nl : (nl > 1 ? nl - 1 : 0);
@@ -930,9 +949,9 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 	cx = malloc(sizeof *cx * (size_t)(ncent + 1));
 	if (sr == NULL || sc == NULL || cnt == NULL || cy == NULL || cx == NULL)
 		goto out;
-	for (int y = 0; y < m; y++)
-		for (int x = 0; x < m; x++) {
-			int32_t l = lab[(size_t)y * m + x];
+	for (int y = 0; y < my; y++)
+		for (int x = 0; x < mx; x++) {
+			int32_t l = lab[(size_t)y * mx + x];
 			sr[l] += y;
 			sc[l] += x;
 			cnt[l]++;
@@ -952,10 +971,11 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 		for (int dy = -moa; dy <= moa; dy++)
 			for (int dx = -moa; dx <= moa; dx++) {
 				int y = cy[i] + dy, x = cx[i] + dx;
-				if (dx * dx + dy * dy <= moa * moa && y >= 0 && y < m && x >= 0 && x < m)
-					img[(size_t)y * m + x] = 1;
+				if (dx * dx + dy * dy <= moa * moa && y >= 0 && y < my && x >= 0 &&
+				    x < mx)
+					img[(size_t)y * mx + x] = 1;
 			}
-	int nd = apple_label8(img, m, m, lab, par);
+	int nd = apple_label8(img, my, mx, lab, par);
 	free(cnt);
 	cnt = calloc((size_t)nd + 1, sizeof *cnt);
 	ccount = calloc((size_t)nd + 1, sizeof *ccount);
@@ -965,12 +985,12 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 		cnt[lab[i]]++;
 
 	for (int k = 0; k < ncent; k++)
-		ccount[lab[(size_t)cy[k] * m + cx[k]]]++;
+		ccount[lab[(size_t)cy[k] * mx + cx[k]]]++;
 	for (int v = 0; v <= (p->fix_quirks ? ncent - 1 : nd); v++) {
 		int k = v;
 		if (p->fix_quirks) {
 			/* centre v: kept when alone in a component of the disk's area */
-			int32_t l = lab[(size_t)cy[v] * m + cx[v]];
+			int32_t l = lab[(size_t)cy[v] * mx + cx[v]];
 			if (cnt[l] != area || ccount[l] != 1)
 				continue;
 		} else {

@@ -150,7 +150,7 @@ extern "C" void apple_score_cuda_free(apple_score_cuda_t **pp)
 /* wreal[k][i][j] = im[r_k + i][c_k + j] for k < nvalid, 0 for nvalid <= k
  * < chunk; window k at ref[2 k], ref[2 k + 1] when ref is not NULL, else
  * at query k0 + k of the grid (row ((k0 + k) / gx) q/2, col (.. % gx) q/2). */
-static __global__ void gather_kernel(const double *__restrict__ im, int n, int q, int gx, int k0,
+static __global__ void gather_kernel(const double *__restrict__ im, int nx, int q, int gx, int k0,
 				     const int32_t *__restrict__ ref, int nvalid, int chunk,
 				     double *__restrict__ wreal)
 {
@@ -170,7 +170,7 @@ static __global__ void gather_kernel(const double *__restrict__ im, int n, int q
 				r = ((k0 + k) / gx) * h;
 				c = ((k0 + k) % gx) * h;
 			}
-			v = im[(size_t)(r + i) * n + c + j];
+			v = im[(size_t)(r + i) * nx + c + j];
 		}
 		wreal[t] = v;
 	}
@@ -230,7 +230,7 @@ static unsigned grid_for(size_t work, unsigned threads)
 	return (unsigned)(b < 1 ? 1 : b < MAX_BLOCKS ? b : MAX_BLOCKS);
 }
 
-extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double *im, int n,
+extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double *im, int nx,
 					 int q, const int32_t *ref, int nref, double *spec,
 					 void *scratch, struct CUstream_st *stream)
 {
@@ -252,7 +252,7 @@ extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double
 	for (int k0 = 0; k0 < nref; k0 += chunk) {
 		int nv = nref - k0 < chunk ? nref - k0 : chunk;
 		gather_kernel<<<grid_for((size_t)chunk * nn, GATHER_THREADS), GATHER_THREADS, 0,
-				st>>>(im, n, q, 1, 0, ref + 2 * (size_t)k0, nv, chunk, wreal);
+				st>>>(im, nx, q, 1, 0, ref + 2 * (size_t)k0, nv, chunk, wreal);
 		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
 		if (sp_cufft_status(cufftExecD2Z(plans->fwd, wreal, wspec), "cufftExecD2Z") != 0)
@@ -265,7 +265,7 @@ extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double
 	return 0;
 }
 
-extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int n,
+extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const double *im, int nx,
 					  int q, int gx, const double *spec, int nref, int qbegin,
 					  int qend, double *resp, void *scratch,
 					  struct CUstream_st *stream)
@@ -292,7 +292,7 @@ extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const doubl
 	for (int k0 = qbegin; k0 < qend; k0 += chunk) {
 		int nv = qend - k0 < chunk ? qend - k0 : chunk;
 		gather_kernel<<<grid_for((size_t)chunk * nn, GATHER_THREADS), GATHER_THREADS, 0,
-				st>>>(im, n, q, gx, k0, NULL, nv, chunk, wreal);
+				st>>>(im, nx, q, gx, k0, NULL, nv, chunk, wreal);
 		if (sp_cuda_status(cudaGetLastError(), __func__) != 0)
 			return SP_ECUDA;
 		if (sp_cufft_status(cufftExecD2Z(plans->fwd, wreal, wspec), "cufftExecD2Z") != 0)
@@ -410,42 +410,45 @@ static __global__ void hpass_kernel(const float *__restrict__ src, size_t ld, in
 	}
 }
 
-static __global__ void vpass_kernel(const float *__restrict__ tmp, int n,
+static __global__ void vpass_kernel(const float *__restrict__ tmp, int ny, int nx,
 				    const int32_t *__restrict__ bounds, const double *__restrict__ kk,
 				    int ksize, float *__restrict__ res)
 {
-	FOR_EACH(i, (size_t)n * n) {
-		int yy = (int)(i / n), xx = (int)(i % n);
-		res[i] = apk_resample_dot(tmp + xx, (size_t)n, kk + (size_t)yy * ksize,
+	FOR_EACH(i, (size_t)ny * nx) {
+		int yy = (int)(i / nx), xx = (int)(i % nx);
+		res[i] = apk_resample_dot(tmp + xx, (size_t)nx, kk + (size_t)yy * ksize,
 					  bounds[2 * yy], bounds[2 * yy + 1]);
 	}
 }
 
-static __global__ void lowpass_kernel(const __grid_constant__ apk_taps_t taps, const float *__restrict__ res, int n,
+static __global__ void lowpass_kernel(const __grid_constant__ apk_taps_t taps,
+				      const float *__restrict__ res, int ny, int nx,
 				      double *__restrict__ im)
 {
-	FOR_EACH(i, (size_t)n * n)
-		im[i] = apk_lowpass_px(&taps, res, n, (int)(i / n), (int)(i % n));
+	FOR_EACH(i, (size_t)ny * nx)
+		im[i] = apk_lowpass_px(&taps, res, ny, nx, (int)(i / nx), (int)(i % nx));
 }
 
-/* Offsets of the preprocess scratch: bounds, kk, tmp, res; returns the total. */
-static size_t pre_layout(const apple_sizes_t *s, size_t off[4])
+/* Offsets of the preprocess scratch: bounds and kk of the columns, of the
+ * rows, tmp, res; returns the total. */
+static size_t pre_layout(const apple_sizes_t *s, size_t off[6])
 {
-	size_t n = (size_t)s->n, side = (size_t)s->side, o = 0;
-	off[0] = o;
-	o = align_up(o + 2 * n * sizeof(int32_t));
-	off[1] = o;
-	o = align_up(o + (size_t)apk_resample_ksize(s->side, s->n) * n * sizeof(double));
-	off[2] = o;
-	o = align_up(o + side * n * sizeof(float));
-	off[3] = o;
-	o = align_up(o + n * n * sizeof(float));
+	size_t ny = (size_t)s->ny, nx = (size_t)s->nx, sy = (size_t)s->sidey, o = 0;
+	const size_t sz[6] = { 2 * nx * sizeof(int32_t),
+			       (size_t)apk_resample_ksize(s->sidex, s->nx) * nx * sizeof(double),
+			       2 * ny * sizeof(int32_t),
+			       (size_t)apk_resample_ksize(s->sidey, s->ny) * ny * sizeof(double),
+			       sy * nx * sizeof(float), ny * nx * sizeof(float) };
+	for (int i = 0; i < 6; i++) {
+		off[i] = o;
+		o = align_up(o + sz[i]);
+	}
 	return o;
 }
 
 extern "C" size_t apple_preprocess_cuda_scratch(const apple_sizes_t *s)
 {
-	size_t off[4];
+	size_t off[6];
 	return pre_layout(s, off);
 }
 
@@ -454,82 +457,89 @@ extern "C" int apple_preprocess_cuda(const apple_params_t *p, const apple_sizes_
 				     void *scratch, struct CUstream_st *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	size_t off[4];
+	size_t off[6];
 	double kern[225];
 	apk_taps_t taps;
 
 	if (p == NULL || s == NULL || micrograph == NULL || im == NULL || scratch == NULL ||
-	    s->n < 1 || s->side < s->n || p->margin_top + s->side > ny ||
-	    p->margin_left + s->side > nx)
+	    s->ny < 1 || s->nx < 1 || s->sidey < s->ny || s->sidex < s->nx ||
+	    p->margin_top + s->sidey > ny || p->margin_left + s->sidex > nx)
 		return SP_EINVAL;
 	pre_layout(s, off);
-	int32_t *bounds = (int32_t *)((char *)scratch + off[0]);
-	double *kk = (double *)((char *)scratch + off[1]);
-	float *tmp = (float *)((char *)scratch + off[2]), *res = (float *)((char *)scratch + off[3]);
-	const int n = s->n, side = s->side, ksize = apk_resample_ksize(side, n);
+	int32_t *bx = (int32_t *)((char *)scratch + off[0]);
+	double *kkx = (double *)((char *)scratch + off[1]);
+	int32_t *by = (int32_t *)((char *)scratch + off[2]);
+	double *kky = (double *)((char *)scratch + off[3]);
+	float *tmp = (float *)((char *)scratch + off[4]), *res = (float *)((char *)scratch + off[5]);
+	const int n_y = s->ny, n_x = s->nx, sidey = s->sidey, sidex = s->sidex;
+	const int kx = apk_resample_ksize(sidex, n_x), ky = apk_resample_ksize(sidey, n_y);
 	const float *src = micrograph + (size_t)p->margin_top * nx + p->margin_left;
 
 	apple_lowpass_kernel(kern);
 	apk_taps_from(kern, &taps);
-	coeffs_kernel<<<grid_for((size_t)n, BODY_THREADS), BODY_THREADS, 0, st>>>(side, n, ksize,
-										  bounds, kk);
-	hpass_kernel<<<grid_for((size_t)side * n, BODY_THREADS), BODY_THREADS, 0, st>>>(
-		src, (size_t)nx, side, n, bounds, kk, ksize, tmp);
-	vpass_kernel<<<grid_for((size_t)n * n, BODY_THREADS), BODY_THREADS, 0, st>>>(tmp, n, bounds,
-										    kk, ksize, res);
-	lowpass_kernel<<<grid_for((size_t)n * n, BODY_THREADS), BODY_THREADS, 0, st>>>(taps, res, n,
-										      im);
+	coeffs_kernel<<<grid_for((size_t)n_x, BODY_THREADS), BODY_THREADS, 0, st>>>(sidex, n_x, kx,
+										    bx, kkx);
+	coeffs_kernel<<<grid_for((size_t)n_y, BODY_THREADS), BODY_THREADS, 0, st>>>(sidey, n_y, ky,
+										    by, kky);
+	hpass_kernel<<<grid_for((size_t)sidey * n_x, BODY_THREADS), BODY_THREADS, 0, st>>>(
+		src, (size_t)nx, sidey, n_x, bx, kkx, kx, tmp);
+	vpass_kernel<<<grid_for((size_t)n_y * n_x, BODY_THREADS), BODY_THREADS, 0, st>>>(
+		tmp, n_y, n_x, by, kky, ky, res);
+	lowpass_kernel<<<grid_for((size_t)n_y * n_x, BODY_THREADS), BODY_THREADS, 0, st>>>(
+		taps, res, n_y, n_x, im);
 	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
-static __global__ void rowsums_kernel(const double *__restrict__ im, int n, int q, int nw,
-				      double *__restrict__ rs, double *__restrict__ rs2)
+static __global__ void rowsums_kernel(const double *__restrict__ im, int ny, int nx, int q,
+				      int nw, double *__restrict__ rs, double *__restrict__ rs2)
 {
-	FOR_EACH(i, (size_t)n * nw)
-		apk_rowsums(im, n, q, nw, (int)(i / nw), (int)(i % nw), rs, rs2);
+	FOR_EACH(i, (size_t)ny * nw)
+		apk_rowsums(im, nx, q, nw, (int)(i / nw), (int)(i % nw), rs, rs2);
 }
 
 static __global__ void colsums_kernel(const double *__restrict__ rs, const double *__restrict__ rs2,
-				      int q, int nw, double inv, double *__restrict__ mean,
+				      int q, int nwy, int nw, double inv, double *__restrict__ mean,
 				      double *__restrict__ std)
 {
-	FOR_EACH(i, (size_t)nw * nw)
+	FOR_EACH(i, (size_t)nwy * nw)
 		apk_colsums(rs, rs2, q, nw, inv, (int)(i / nw), (int)(i % nw), mean, std);
 }
 
-extern "C" size_t apple_moments_cuda_scratch(int n, int q)
+extern "C" size_t apple_moments_cuda_scratch(int ny, int nx, int q)
 {
-	size_t nw = n >= q ? (size_t)(n - q + 1) : 0;
-	return 2 * align_up((size_t)n * nw * sizeof(double));
+	size_t nw = nx >= q ? (size_t)(nx - q + 1) : 0;
+	return 2 * align_up((size_t)(ny > 0 ? ny : 0) * nw * sizeof(double));
 }
 
-extern "C" int apple_moments_cuda(const double *im, int n, int q, double *mean, double *std,
-				  void *scratch, struct CUstream_st *stream)
+extern "C" int apple_moments_cuda(const double *im, int ny, int nx, int q, double *mean,
+				  double *std, void *scratch, struct CUstream_st *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
 
-	if (im == NULL || mean == NULL || std == NULL || scratch == NULL || q < 1 || n < q)
+	if (im == NULL || mean == NULL || std == NULL || scratch == NULL || q < 1 || ny < q ||
+	    nx < q)
 		return SP_EINVAL;
-	const int nw = n - q + 1;
+	const int nw = nx - q + 1, nwy = ny - q + 1;
 	double *rs = (double *)scratch;
-	double *rs2 = (double *)((char *)scratch + align_up((size_t)n * nw * sizeof(double)));
-	rowsums_kernel<<<grid_for((size_t)n * nw, BODY_THREADS), BODY_THREADS, 0, st>>>(im, n, q, nw,
-										       rs, rs2);
-	colsums_kernel<<<grid_for((size_t)nw * nw, BODY_THREADS), BODY_THREADS, 0, st>>>(
-		rs, rs2, q, nw, 1.0 / ((double)q * q), mean, std);
+	double *rs2 = (double *)((char *)scratch + align_up((size_t)ny * nw * sizeof(double)));
+	rowsums_kernel<<<grid_for((size_t)ny * nw, BODY_THREADS), BODY_THREADS, 0, st>>>(
+		im, ny, nx, q, nw, rs, rs2);
+	colsums_kernel<<<grid_for((size_t)nwy * nw, BODY_THREADS), BODY_THREADS, 0, st>>>(
+		rs, rs2, q, nwy, nw, 1.0 / ((double)q * q), mean, std);
 	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
 /* One block per container: every thread scans a stride of the range, then
  * a tree merge in shared memory (apk_best_merge: ties to the earlier). */
 static __global__ void refs_kernel(const double *__restrict__ mean, const double *__restrict__ std,
-				   int n, int q, int cs, int nw, int nc, int32_t *__restrict__ ref)
+				   int ny, int nx, int q, int cs, int nw, int ncx,
+				   int32_t *__restrict__ ref)
 {
 	__shared__ apk_best_t best[REF_THREADS];
 	const int k = blockIdx.x, lane = threadIdx.x;
 	int r0, r1, c0, c1;
 
-	apk_container_range(n, q, cs, k / nc, k % nc, &r0, &r1, &c0, &c1);
+	apk_container_range(ny, nx, q, cs, k / ncx, k % ncx, &r0, &r1, &c0, &c1);
 	apk_refs_scan(mean, std, nw, r0, r1, c0, c1, lane, blockDim.x, &best[lane]);
 	__syncthreads();
 	for (int stride = 1; stride < (int)blockDim.x; stride *= 2) {
@@ -546,11 +556,10 @@ extern "C" int apple_refs_select_cuda(const apple_sizes_t *s, const double *mean
 {
 	if (s == NULL || mean == NULL || std == NULL || ref == NULL || s->container < 1)
 		return SP_EINVAL;
-	const int nc = s->n / s->container;
-	if (nc < 1)
+	if (s->ncy < 1 || s->ncx < 1)
 		return SP_EINVAL;
-	refs_kernel<<<nc * nc, REF_THREADS, 0, (cudaStream_t)stream>>>(mean, std, s->n, s->query,
-								       s->container, s->nw, nc, ref);
+	refs_kernel<<<s->ncy * s->ncx, REF_THREADS, 0, (cudaStream_t)stream>>>(
+		mean, std, s->ny, s->nx, s->query, s->container, s->nwx, s->ncx, ref);
 	return sp_cuda_status(cudaGetLastError(), __func__);
 }
 
@@ -658,12 +667,12 @@ static __global__ void hit_out_kernel(const uint8_t *ero, int32_t n, const int32
 }
 
 /* Offsets: filled, a2, ero, flag (bytes [n2]), par, d2 (int32 [n2]), g
- * (int32 [nw + 2]^2), st (int32 [nw][2 (nw + 2)]), anyzero (int). */
-static size_t morph_layout(int nw, size_t off[9])
+ * (int32 [nwy + 2][nwx + 2]), st (int32 [nwy][2 (nwx + 2)]), anyzero (int). */
+static size_t morph_layout(int nwy, int nwx, size_t off[9])
 {
-	size_t n2 = (size_t)nw * nw, W = (size_t)nw + 2, o = 0;
-	const size_t sz[9] = { n2, n2, n2, n2, 4 * n2, 4 * n2, 4 * W * W, 4 * 2 * W * (size_t)nw,
-			       sizeof(int) };
+	size_t n2 = (size_t)nwy * nwx, W = (size_t)nwx + 2, o = 0;
+	const size_t sz[9] = { n2, n2, n2, n2, 4 * n2, 4 * n2, 4 * W * ((size_t)nwy + 2),
+			       4 * 2 * W * (size_t)nwy, sizeof(int) };
 	for (int i = 0; i < 9; i++) {
 		off[i] = o;
 		o = align_up(o + sz[i]);
@@ -671,10 +680,10 @@ static size_t morph_layout(int nw, size_t off[9])
 	return o;
 }
 
-extern "C" size_t apple_morphology_cuda_scratch(int nw)
+extern "C" size_t apple_morphology_cuda_scratch(int nwy, int nwx)
 {
 	size_t off[9];
-	return nw < 1 ? 0 : morph_layout(nw, off);
+	return nwy < 1 || nwx < 1 ? 0 : morph_layout(nwy, nwx, off);
 }
 
 /* Hole filling of a [h][w] into filled (apk_fill_*), skipped when *skip. */
@@ -697,13 +706,13 @@ extern "C" int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg,
 	cudaStream_t st = (cudaStream_t)stream;
 	size_t off[9];
 
-	if (s == NULL || seg == NULL || out == NULL || scratch == NULL || s->nw < 1 ||
-	    (long long)s->nw * s->nw > 0x7fffffffLL)
+	if (s == NULL || seg == NULL || out == NULL || scratch == NULL || s->nwy < 1 || s->nwx < 1 ||
+	    (long long)s->nwy * s->nwx > 0x7fffffffLL)
 		return SP_EINVAL;
-	const int nw = s->nw;
-	const int32_t n = nw * nw;
+	const int nwy = s->nwy, nwx = s->nwx;
+	const int32_t n = nwy * nwx;
 	const unsigned g = grid_for((size_t)n, BODY_THREADS);
-	morph_layout(nw, off);
+	morph_layout(nwy, nwx, off);
 	char *b = (char *)scratch;
 	uint8_t *filled = (uint8_t *)(b + off[0]), *a2 = (uint8_t *)(b + off[1]);
 	uint8_t *ero = (uint8_t *)(b + off[2]), *flag = (uint8_t *)(b + off[3]);
@@ -713,15 +722,15 @@ extern "C" int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg,
 
 	if (sp_cuda_status(cudaMemsetAsync(anyzero, 0, sizeof(int), st), "cudaMemsetAsync") != 0)
 		return SP_ECUDA;
-	fill_holes_cuda(seg, nw, nw, par, flag, filled, anyzero, NULL, st);
+	fill_holes_cuda(seg, nwy, nwx, par, flag, filled, anyzero, NULL, st);
 	/* no 0 left: refill seg with its top-left 100 x 100 cleared */
-	clear_corner_kernel<<<g, BODY_THREADS, 0, st>>>(seg, nw, n, a2, anyzero);
-	fill_holes_cuda(a2, nw, nw, par, flag, filled, NULL, anyzero, st);
-	edt_col_kernel<<<grid_for((size_t)nw + 2, 64), 64, 0, st>>>(filled, nw, nw, gcol);
-	edt_row_kernel<<<grid_for((size_t)nw, 64), 64, 0, st>>>(gcol, nw, nw, strow, d2);
+	clear_corner_kernel<<<g, BODY_THREADS, 0, st>>>(seg, nwx, n, a2, anyzero);
+	fill_holes_cuda(a2, nwy, nwx, par, flag, filled, NULL, anyzero, st);
+	edt_col_kernel<<<grid_for((size_t)nwx + 2, 64), 64, 0, st>>>(filled, nwy, nwx, gcol);
+	edt_row_kernel<<<grid_for((size_t)nwy, 64), 64, 0, st>>>(gcol, nwy, nwx, strow, d2);
 	erode_kernel<<<g, BODY_THREADS, 0, st>>>(d2, (long long)s->min_size * s->min_size, n, ero);
 	ccl_init_kernel<<<g, BODY_THREADS, 0, st>>>(ero, 1, n, par, NULL);
-	ccl_merge_kernel<<<g, BODY_THREADS, 0, st>>>(ero, 1, nw, nw, 1, par, NULL);
+	ccl_merge_kernel<<<g, BODY_THREADS, 0, st>>>(ero, 1, nwy, nwx, 1, par, NULL);
 	ccl_compress_kernel<<<g, BODY_THREADS, 0, st>>>(n, par, NULL);
 	zero_kernel<<<g, BODY_THREADS, 0, st>>>(flag, n, NULL);
 	hit_mark_kernel<<<g, BODY_THREADS, 0, st>>>(ero, d2, (long long)s->max_size * s->max_size, n,

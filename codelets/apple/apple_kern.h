@@ -144,26 +144,27 @@ static inline void apk_taps_from(const double k[225], apk_taps_t *t)
 			}
 }
 
-/* Pixel (i, j) of the "same" correlation of res [n][n] with the taps,
+/* Pixel (i, j) of the "same" correlation of res [ny][nx] with the taps,
  * zero outside the image, taps in order. */
-APK_FN double apk_lowpass_px(const apk_taps_t *t, const float *res, int n, int i, int j)
+APK_FN double apk_lowpass_px(const apk_taps_t *t, const float *res, int ny, int nx, int i, int j)
 {
 	double acc = 0.0;
 	for (int k = 0; k < t->nk; k++) {
 		int y = i + t->du[k], x = j + t->dv[k];
-		if (y >= 0 && y < n && x >= 0 && x < n)
-			acc = APK_ADD(acc, APK_MUL(t->val[k], (double)res[(size_t)y * n + x]));
+		if (y >= 0 && y < ny && x >= 0 && x < nx)
+			acc = APK_ADD(acc, APK_MUL(t->val[k], (double)res[(size_t)y * nx + x]));
 	}
 	return acc;
 }
 
 /* ---- moments ------------------------------------------------------------- */
 
-/* Thread (i, c), i < n, c < nw: sums of x and x^2 over im[i][c .. c + q). */
-APK_FN void apk_rowsums(const double *im, int n, int q, int nw, int i, int c, double *rs,
+/* Thread (i, c), i < ny, c < nw = nx - q + 1: sums of x and x^2 over
+ * im[i][c .. c + q) (im [ny][nx]). */
+APK_FN void apk_rowsums(const double *im, int nx, int q, int nw, int i, int c, double *rs,
 			double *rs2)
 {
-	const double *row = im + (size_t)i * n + c;
+	const double *row = im + (size_t)i * nx + c;
 	double a = 0.0, b = 0.0;
 	for (int k = 0; k < q; k++) {
 		double v = row[k];
@@ -174,7 +175,7 @@ APK_FN void apk_rowsums(const double *im, int n, int q, int nw, int i, int c, do
 	rs2[(size_t)i * nw + c] = b;
 }
 
-/* Thread (r, c) < nw: the window's mean and std from q row sums; inv =
+/* Thread r < nwy, c < nw: the window's mean and std from q row sums; inv =
  * 1 / q^2. */
 APK_FN void apk_colsums(const double *rs, const double *rs2, int q, int nw, double inv, int r,
 			int c, double *mean, double *std)
@@ -193,14 +194,14 @@ APK_FN void apk_colsums(const double *rs, const double *rs2, int q, int nw, doub
 
 /* Search range of container (yc, xc): rows [*r0, *r1), columns [*c0, *c1)
  * of window positions (apple_refs_select()). */
-APK_FN void apk_container_range(int n, int q, int cs, int yc, int xc, int *r0, int *r1, int *c0,
-				int *c1)
+APK_FN void apk_container_range(int ny, int nx, int q, int cs, int yc, int xc, int *r0, int *r1,
+				int *c0, int *c1)
 {
 	int ye = (yc + 1) * cs, xe = (xc + 1) * cs;
 	*r0 = yc * cs;
 	*c0 = xc * cs;
-	*r1 = (n - 1 < ye ? n - 1 : ye) - q + 1;
-	*c1 = (n - 1 < xe ? n - 1 : xe) - q + 1;
+	*r1 = (ny - 1 < ye ? ny - 1 : ye) - q + 1;
+	*c1 = (nx - 1 < xe ? nx - 1 : xe) - q + 1;
 }
 
 /* Best so far of the four criteria (max mean, min mean, max std, min

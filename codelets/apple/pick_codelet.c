@@ -16,7 +16,7 @@
 /*
  * DESIGN: one micrograph flows through six graph stages, each a codelet
  * with CPU and CUDA functions but train and pick (see below):
- *   apple.preprocess  margins, crop, bicubic x2, low-pass, window moments,
+ *   apple.preprocess  margins, bicubic x2, low-pass, window moments,
  *                     reference windows and their spectra (one task)
  *   apple.score       `tile` tasks over ranges of query windows (the heavy
  *                     FFT part), each writing its rows of the response
@@ -159,16 +159,20 @@ static size_t max3(size_t a, size_t b, size_t c)
 /* ---- nominal costs (apple_glue.h) ---- */
 
 /* Window positions apple_refs_select() scans: the containers' ranges
- * (apk_container_range()), the same along both axes. */
+ * (apk_container_range()), rows times columns. */
 static double refs_scanned(const apple_sizes_t *s)
 {
-	int nc = s->container > 0 ? s->n / s->container : 0, r0, r1, c0, c1;
-	double len = 0;
-	for (int c = 0; c < nc; c++) {
-		apk_container_range(s->n, s->query, s->container, c, c, &r0, &r1, &c0, &c1);
-		len += r1 > r0 ? r1 - r0 : 0;
+	int r0, r1, c0, c1;
+	double rows = 0, cols = 0;
+	for (int c = 0; c < s->ncy; c++) {
+		apk_container_range(s->ny, s->nx, s->query, s->container, c, 0, &r0, &r1, &c0, &c1);
+		rows += r1 > r0 ? r1 - r0 : 0;
 	}
-	return len * len;
+	for (int c = 0; c < s->ncx; c++) {
+		apk_container_range(s->ny, s->nx, s->query, s->container, 0, c, &r0, &r1, &c0, &c1);
+		cols += c1 > c0 ? c1 - c0 : 0;
+	}
+	return rows * cols;
 }
 
 /* One q x q real transform (r2c or c2r): 2.5 N log2 N, N = q^2. */
@@ -179,27 +183,31 @@ static double rfft2_flops(int q)
 }
 
 /* prepare: bicubic resize, 2 per tap at 4 side/n taps per output (borders
- * not discounted), side n then n^2 outputs: 8 side^2 + 8 side n; low-pass
- * 2 APPLE_LOWPASS_TAPS n^2; moments 3 q n nw + 2 q nw^2 + 6 nw^2; reference
- * search 4 comparisons per scanned position; nref reference spectra. */
+ * not discounted), sidey nx then ny nx outputs: 8 sidey sidex + 8 sidey nx;
+ * low-pass 2 APPLE_LOWPASS_TAPS ny nx; moments 3 q ny nwx + 2 q nwy nwx +
+ * 6 nwy nwx; reference search 4 comparisons per scanned position; nref
+ * reference spectra.  (A square: side = sidey = sidex, n = ny = nx.) */
 double apple_prepare_flops(const apple_sizes_t *s)
 {
-	double side = s->side, n = s->n, q = s->query, nw = s->nw;
-	return 8 * side * side + 8 * side * n + 2.0 * APPLE_LOWPASS_TAPS * n * n +
-	       3 * q * n * nw + 2 * q * nw * nw + 6 * nw * nw + 4 * refs_scanned(s) +
+	double sy = s->sidey, sx = s->sidex, ny = s->ny, nx = s->nx, q = s->query;
+	double nwy = s->nwy, nwx = s->nwx;
+	return 8 * sy * sx + 8 * sy * nx + 2.0 * APPLE_LOWPASS_TAPS * ny * nx +
+	       3 * q * ny * nwx + 2 * q * nwy * nwx + 6 * nwy * nwx + 4 * refs_scanned(s) +
 	       s->nref * rfft2_flops(s->query);
 }
 
-/* crop 4 side^2, resize intermediate 8 side n, resized 8 n^2, low-passed
- * 16 n^2 (8 written, 8 read by the moments), row sums 32 n nw, moments
- * 16 nw^2, reference search 16 per scanned position + 8 nref, per
- * reference 24 q^2 + 48 ns (ns = apple_score_spec_size(q) complex values:
- * the window gathered, transformed, copied into the spectra). */
+/* read inside the margins 4 sidey sidex, resize intermediate 8 sidey nx,
+ * resized 8 ny nx, low-passed 16 ny nx (8 written, 8 read by the moments),
+ * row sums 32 ny nwx, moments 16 nwy nwx, reference search 16 per scanned
+ * position + 8 nref, per reference 24 q^2 + 48 ns (ns =
+ * apple_score_spec_size(q) complex values: the window gathered,
+ * transformed, copied into the spectra). */
 double apple_prepare_bytes(const apple_sizes_t *s)
 {
-	double side = s->side, n = s->n, q = s->query, nw = s->nw;
+	double sy = s->sidey, sx = s->sidex, ny = s->ny, nx = s->nx, q = s->query;
+	double nwy = s->nwy, nwx = s->nwx;
 	double ns = (double)apple_score_spec_size(s->query);
-	return 4 * side * side + 8 * side * n + 24 * n * n + 32 * n * nw + 16 * nw * nw +
+	return 4 * sy * sx + 8 * sy * nx + 24 * ny * nx + 32 * ny * nwx + 16 * nwy * nwx +
 	       16 * refs_scanned(s) + 8.0 * s->nref + s->nref * (24 * q * q + 48 * ns);
 }
 
@@ -232,14 +240,14 @@ double apple_score_bytes(const apple_sizes_t *s, int nquery)
  * nrows nw (6 + nsv (8 + APPLE_EXP_FLOPS)). */
 double apple_classify_flops(const apple_sizes_t *s, int nrows, int nsv)
 {
-	return (double)nrows * s->nw * (6 + (double)nsv * (8 + APPLE_EXP_FLOPS));
+	return (double)nrows * s->nwx * (6 + (double)nsv * (8 + APPLE_EXP_FLOPS));
 }
 
 /* mean and std read, segmentation written: 17 per window position; the
  * packed support vectors (3 doubles each) once. */
 double apple_classify_bytes(const apple_sizes_t *s, int nrows, int nsv)
 {
-	return 17.0 * nrows * s->nw + 24.0 * nsv;
+	return 17.0 * nrows * s->nwx + 24.0 * nsv;
 }
 
 /* morphology: comparisons and integer arithmetic per window position of
@@ -249,20 +257,20 @@ double apple_classify_bytes(const apple_sizes_t *s, int nrows, int nsv)
  * scan 1, Meijster's distance transform 53 (columns 7; rows: 2 envelope
  * tests of 10, the separator 19, the back scan 7), erosion 1, 8-labelling
  * 27 (neighbour tests 10, 2 unions of 6, labels 5), component hits 3:
- * 105 nw^2. */
+ * 105 nwy nwx. */
 double apple_morph_flops(const apple_sizes_t *s)
 {
-	return 105.0 * s->nw * s->nw;
+	return 105.0 * s->nwy * s->nwx;
 }
 
 /* per window position, the CUDA twin's passes: hole filling 27 (labels
  * initialised 5, merged 5, compressed 8, flags 2, filled 7), distance
  * transform 37 (columns 13, rows 24 with their envelopes), erosion 5,
- * 8-labelling 18, hits 13 (flags 1, marks 5, output 7): 100 nw^2 (the
+ * 8-labelling 18, hits 13 (flags 1, marks 5, output 7): 100 nwy nwx (the
  * corner-cleared refill runs only when the fill leaves no 0). */
 double apple_morph_bytes(const apple_sizes_t *s)
 {
-	return 100.0 * s->nw * s->nw;
+	return 100.0 * s->nwy * s->nwx;
 }
 
 /* ---- codelets ---- */
@@ -279,7 +287,7 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 	double *mean = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
 	double *std = (double *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	double *spec = (double *)STARPU_VECTOR_GET_PTR(buffers[4]);
-	size_t nw1 = apple_preprocess_work_size(&j->p, s), nw2 = (size_t)s->n * s->nw * 2;
+	size_t nw1 = apple_preprocess_work_size(&j->p, s), nw2 = (size_t)s->ny * s->nwx * 2;
 	double *work = malloc((nw1 > nw2 ? nw1 : nw2) * sizeof *work);
 	apple_score_fft_t *f = worker_plan(s->query);
 	if (work == NULL || f == NULL) {
@@ -288,9 +296,9 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 		return;
 	}
 	apple_preprocess(&j->p, s, mic, j->ny, j->nx, im, NULL, work);
-	apple_moments(im, s->n, s->query, mean, std, work);
+	apple_moments(im, s->ny, s->nx, s->query, mean, std, work);
 	apple_refs_select(s, mean, std, j->ref);
-	apple_score_refs_fft(f, im, s->n, s->query, j->ref, s->nref, spec);
+	apple_score_refs_fft(f, im, s->nx, s->query, j->ref, s->nref, spec);
 	free(work);
 }
 
@@ -305,7 +313,7 @@ static void score_cpu(void *buffers[], void *cl_arg)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		return;
 	}
-	apple_score_responses(f, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->n, s->query,
+	apple_score_responses(f, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->nx, s->query,
 			      s->gx, (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), s->nref, a->lo,
 			      a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
@@ -348,7 +356,7 @@ static void prepare_cuda(void *buffers[], void *cl_arg)
 	/* ref [nref][2] first, then one region the steps reuse in turn */
 	size_t rb = ((size_t)s->nref * 2 * sizeof(int32_t) + 255) / 256 * 256;
 	size_t bytes = rb + max3(apple_preprocess_cuda_scratch(s),
-				 apple_moments_cuda_scratch(s->n, s->query),
+				 apple_moments_cuda_scratch(s->ny, s->nx, s->query),
 				 apple_score_cuda_scratch(s->query, s->nref, chunk));
 	char *scr = task_scratch(a, bytes, st);
 	if (scr == NULL)
@@ -360,11 +368,11 @@ static void prepare_cuda(void *buffers[], void *cl_arg)
 	int rc = apple_preprocess_cuda(&j->p, s, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				       j->ny, j->nx, im, scr + rb, st);
 	if (rc == 0)
-		rc = apple_moments_cuda(im, s->n, s->query, mean, std, scr + rb, st);
+		rc = apple_moments_cuda(im, s->ny, s->nx, s->query, mean, std, scr + rb, st);
 	if (rc == 0)
 		rc = apple_refs_select_cuda(s, mean, std, ref, st);
 	if (rc == 0)
-		rc = apple_score_refs_fft_cuda(pl, im, s->n, s->query, ref, s->nref,
+		rc = apple_score_refs_fft_cuda(pl, im, s->nx, s->query, ref, s->nref,
 					       (double *)STARPU_VECTOR_GET_PTR(buffers[4]), scr + rb,
 					       st);
 	if (rc != 0)
@@ -384,7 +392,7 @@ static void score_cuda(void *buffers[], void *cl_arg)
 	void *scr = task_scratch(a, apple_score_cuda_scratch(s->query, s->nref, chunk), st);
 	if (scr == NULL)
 		return;
-	if (apple_score_responses_cuda(pl, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->n,
+	if (apple_score_responses_cuda(pl, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->nx,
 				       s->query, s->gx,
 				       (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), s->nref,
 				       a->lo, a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]), scr,
@@ -405,9 +413,9 @@ static void train_cpu(void *buffers[], void *cl_arg)
 	const double *resp = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	const double *im = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
 	double *svc = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
-	int nb = s->n / s->query, npos = 0, nneg = 0;
-	double *feat = malloc((size_t)nb * nb * 2 * sizeof *feat);
-	unsigned char *work = malloc(2 * (size_t)s->n * s->n);
+	int npos = 0, nneg = 0;
+	double *feat = malloc((size_t)(s->ny / s->query) * (s->nx / s->query) * 2 * sizeof *feat);
+	unsigned char *work = malloc(2 * (size_t)s->ny * s->nx);
 	if (feat == NULL || work == NULL) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		goto out;
@@ -455,7 +463,7 @@ static void classify_cpu(void *buffers[], void *cl_arg)
 		return;
 	classify_declare_flops(a);
 	apple_classify_rows(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
-			    (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo, a->hi,
+			    (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nwx, a->lo, a->hi,
 			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
@@ -465,9 +473,9 @@ static void morph_cpu(void *buffers[], void *cl_arg)
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	size_t nn = (size_t)j->s.nw * j->s.nw;
+	size_t nn = (size_t)j->s.nwy * j->s.nwx;
 	uint8_t *work8 = malloc(nn);
-	int32_t *work32 = malloc(apple_morphology_work_size(j->s.nw) * sizeof *work32);
+	int32_t *work32 = malloc(apple_morphology_work_size(j->s.nwy, j->s.nwx) * sizeof *work32);
 	if (work8 == NULL || work32 == NULL)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 	else
@@ -487,7 +495,7 @@ static void classify_cuda(void *buffers[], void *cl_arg)
 	classify_declare_flops(a);
 	if (apple_classify_rows_cuda(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				     (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				     (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nw, a->lo,
+				     (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nwx, a->lo,
 				     a->hi, (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]),
 				     (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
 		sp_status_set(a->ctx->status, SP_ECUDA, "%s: %s", a->ctx->kernel,
@@ -501,7 +509,7 @@ static void morph_cuda(void *buffers[], void *cl_arg)
 	struct CUstream_st *st = (struct CUstream_st *)starpu_cuda_get_local_stream();
 	if (sp_status_failed(a->ctx->status))
 		return;
-	void *scr = task_scratch(a, apple_morphology_cuda_scratch(j->s.nw), st);
+	void *scr = task_scratch(a, apple_morphology_cuda_scratch(j->s.nwy, j->s.nwx), st);
 	if (scr == NULL)
 		return;
 	if (apple_morphology_cuda(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
@@ -774,21 +782,21 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	 * per query window and per row), a train per attempt, morph, pick */
 	/* a round of classify (and its retrain) reuses the previous round's
 	 * arguments: classify_run() reads the segmentation between rounds */
-	j->nargs = 3 + nquery + (s->nw + 1);
+	j->nargs = 3 + nquery + (s->nwy + 1);
 	j->args = j->next_arg = calloc((size_t)j->nargs, sizeof *j->args);
-	/* support vectors <= training examples <= (n / q)^2 blocks */
-	j->maxsv = (s->n / s->query) * (s->n / s->query);
+	/* support vectors <= training examples <= (ny / q) (nx / q) blocks */
+	j->maxsv = (s->ny / s->query) * (s->nx / s->query);
 	if (j->maxsv < 1)
 		j->maxsv = 1;
 	if (!j->ref || !j->score || !j->args ||
-	    alloc_reg(&j->him, (void **)&j->im, (size_t)s->n * s->n, sizeof(double)) ||
-	    alloc_reg(&j->hmean, (void **)&j->mean, (size_t)s->nw * s->nw, sizeof(double)) ||
-	    alloc_reg(&j->hstd, (void **)&j->std, (size_t)s->nw * s->nw, sizeof(double)) ||
+	    alloc_reg(&j->him, (void **)&j->im, (size_t)s->ny * s->nx, sizeof(double)) ||
+	    alloc_reg(&j->hmean, (void **)&j->mean, (size_t)s->nwy * s->nwx, sizeof(double)) ||
+	    alloc_reg(&j->hstd, (void **)&j->std, (size_t)s->nwy * s->nwx, sizeof(double)) ||
 	    alloc_reg(&j->hspec, (void **)&j->spec, (size_t)s->nref * 2 * apple_score_spec_size(s->query),
 		      sizeof(double)) ||
 	    alloc_reg(&j->hresp, (void **)&j->resp, (size_t)nquery * s->nref, sizeof(double)) ||
-	    alloc_reg(&j->hseg, (void **)&j->seg, (size_t)s->nw * s->nw, 1) ||
-	    alloc_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nw * s->nw, 1) ||
+	    alloc_reg(&j->hseg, (void **)&j->seg, (size_t)s->nwy * s->nwx, 1) ||
+	    alloc_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nwy * s->nwx, 1) ||
 	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double)))
 		return sp_status_set(status, SP_ENOMEM, "%s: out of memory", m->path);
 
@@ -870,14 +878,14 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		return SP_ENOMEM;
 	if (sp_status_failed(status))
 		return 0;
-	j->k_class = tiles(st, s->nw);
+	j->k_class = tiles(st, s->nwy);
 	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_classify");
 	sp_taskctx_t *ctx_train = sp_item_taskctx(item, st, "apple_train");
 	if (j->rb == NULL || ctx == NULL || ctx_train == NULL)
 		return SP_ENOMEM;
-	split(s->nw, j->k_class, j->rb);
-	if (plan_parts(j->hseg, j->rb, j->k_class, s->nw, &j->hseg_parts) != 0)
+	split(s->nwy, j->k_class, j->rb);
+	if (plan_parts(j->hseg, j->rb, j->k_class, s->nwx, &j->hseg_parts) != 0)
 		return SP_ENOMEM;
 	const struct classify_params *cp = st->typed;
 	const double t0 = now_s();
@@ -898,7 +906,7 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		if (ret != 0)
 			break;
 		starpu_data_acquire(j->hseg, STARPU_R);
-		int u = sp_status_failed(status) ? 0 : apple_seg_uniform(j->seg, (size_t)s->nw * s->nw);
+		int u = sp_status_failed(status) ? 0 : apple_seg_uniform(j->seg, (size_t)s->nwy * s->nwx);
 		starpu_data_release(j->hseg);
 #ifdef SP_SIMGRID
 		/* no segmentation was computed: retrain as often as the real run
@@ -966,7 +974,7 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (sp_status_failed(sp_item_status(item)))
 		return 0;
 	/* bound the picks by the windows of the minimum particle */
-	pv->maxpick = s->nw * s->nw / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
+	pv->maxpick = s->nwy * s->nwx / (s->min_size > 0 ? s->min_size * s->min_size : 1) + 16;
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_pick");
 	pv->score = malloc((size_t)pv->maxpick * sizeof *pv->score);
 	if (ctx == NULL || pv->score == NULL ||
@@ -1039,7 +1047,7 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 	}
 
 APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
-	   "APPLE: margins, crop, bin x2, low-pass; window moments; reference spectra",
+	   "APPLE: margins (the whole rectangle), bin x2, low-pass; window moments; reference spectra",
 	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, "apple_prepare", SP_KIND_PARAMS(preprocess_params),
 	   .params_size = sizeof(struct preprocess_params));
 APPLE_KIND(sp_apple_score_kind, "apple.score",
