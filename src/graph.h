@@ -112,8 +112,9 @@ void sp_graph_free(sp_graph_t **g);
 char *sp_graph_expand(const char *text, const char *item, size_t index);
 
 /* Replaces every item of items[0..*n) that names a folder by the files in
- * it whose names match g's `inputs: folder:` pattern (glob(3): dot files only
- * when the pattern starts with '.'), sorted;
+ * it whose names match g's `inputs: folder:` pattern (glob(3) with braces,
+ * GLOB_BRACE: dot files only when the pattern starts with '.'), sorted as one
+ * list, each file once;
  * other items stay as they are, in order.  Without that key the list is
  * unchanged (a folder is then an item, which its reader refuses).  A folder
  * with no match is an error (SP_ENOENT, naming it and the pattern); the

@@ -2,6 +2,9 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* strdup, getline, glob */
 #endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* GLOB_BRACE */
+#endif
 #include "graph_int.h"
 #include "error.h"
 #include "fsutil.h"
@@ -228,9 +231,17 @@ static void push(char ***v, size_t *nv, size_t *cap, char *s)
 	(*v)[(*nv)++] = s;
 }
 
+static int cmp_coll(const void *a, const void *b)
+{
+	return strcoll(*(char *const *)a, *(char *const *)b);
+}
+
 /* Appends the files (not folders) of folder `dir` matching `pat`, sorted,
  * to v: glob() of the folder's name, its metacharacters escaped, and the
- * pattern; GLOB_MARK marks the folders among the matches with a '/'. */
+ * pattern; GLOB_MARK marks the folders among the matches with a '/'.
+ * GLOB_BRACE: `*.{mrc,tif}` is the union of `*.mrc` and `*.tif`, which
+ * glob() lists one alternative after the other: sorted again here as one
+ * list (glob's order, strcoll), a file matched by two alternatives once. */
 static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv, size_t *cap,
 			sp_err_t *err)
 {
@@ -239,14 +250,14 @@ static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv,
 	glob_t gl;
 
 	for (const char *s = dir; *s != '\0'; s++) {
-		if (strchr("*?[\\", *s) != NULL)
+		if (strchr("*?[\\{}", *s) != NULL)
 			*o++ = '\\';
 		*o++ = *s;
 	}
 	if (o == q || o[-1] != '/')
 		*o++ = '/';
 	strcpy(o, pat);
-	int rc = glob(q, GLOB_MARK, NULL, &gl);
+	int rc = glob(q, GLOB_MARK | GLOB_BRACE, NULL, &gl);
 	free(q);
 	if (rc != 0 && rc != GLOB_NOMATCH)
 		return sp_seterr(err, SP_EIO, "folder '%s': %s", dir,
@@ -258,6 +269,16 @@ static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv,
 	}
 	if (rc == 0)
 		globfree(&gl);
+	if (*nv - n0 > 1)
+		qsort(*v + n0, *nv - n0, sizeof **v, cmp_coll);
+	size_t k = n0;
+	for (size_t i = n0; i < *nv; i++) {
+		if (k > n0 && strcmp((*v)[k - 1], (*v)[i]) == 0)
+			free((*v)[i]);
+		else
+			(*v)[k++] = (*v)[i];
+	}
+	*nv = k;
 	if (*nv == n0)
 		return sp_seterr(err, SP_ENOENT, "folder '%s' has no file matching '%s'", dir, pat);
 	return 0;

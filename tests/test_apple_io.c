@@ -1,7 +1,9 @@
-/* Unit tests of the APPLE micrograph and coordinate I/O: MRC reading and writing, STAR and BOX files. */
+/* Unit tests of the APPLE micrograph and coordinate I/O: MRC reading and writing, TIFF reading, STAR and BOX files. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,8 +18,12 @@
 #include <png.h>
 
 #include "testutil.h"
+#include "tiffwrite.h"
+#include "../src/rng.h"
 
+#include "../codelets/apple/micfile.h"
 #include "../codelets/apple/mrc.h"
+#include "../codelets/apple/tiff.h"
 #include "../codelets/apple/star.h"
 #include "../codelets/apple/preview.h"
 
@@ -77,14 +83,15 @@ static float *load_ok(const char *path, apple_mrc_t *h)
 	return d;
 }
 
-/* Asserts that opening and reading path fails with code and a message
- * that starts with the path and contains phrase. */
+/* Asserts that opening and reading path (MRC or TIFF by its name, as
+ * apple.read reads it) fails with code and a message that starts with the
+ * path and contains phrase. */
 static void expect_error(const char *path, int code, const char *phrase)
 {
-	apple_mrc_t h;
+	apple_micfile_t h;
 	sp_err_t err = { 0, "" };
 	float *d = NULL;
-	int rc = apple_mrc_load_f32(path, &h, &d, &err);
+	int rc = apple_micfile_load_f32(path, &h, &d, &err);
 	if (rc != code || strstr(err.msg, path) != err.msg || strstr(err.msg, phrase) == NULL)
 		print_message("# got %s (%d) \"%s\", expected %s and \"%s\"\n", sp_err_name(rc), rc,
 			      err.msg, sp_err_name(code), phrase);
@@ -455,6 +462,475 @@ static void test_star_read_tolerant(void **state)
 	assert_ptr_equal(strstr(err.msg, path), err.msg);
 }
 
+/* ---- TIFF (codelets/apple/tiff.c) ---- */
+
+enum { TNY = 37, TNX = 53 }; /* rows, columns: not square, not a multiple of a tile or strip */
+
+/* A random TNY x TNX image of bits-bit samples of format fmt (host byte
+ * order), and in want the float32 values the reader must return for it.
+ * The first pixels are the type's extremes (floats: -0, the smallest
+ * subnormal, the largest finite value). */
+static void *random_image(sp_rng_t *r, int bits, int fmt, float *want)
+{
+	const size_t n = (size_t)TNY * TNX, bps = (size_t)bits / 8;
+	unsigned char *p = malloc(n * bps);
+	assert_non_null(p);
+	for (size_t e = 0; e < n; e++) {
+		uint64_t u = sp_rng_next(r);
+		if (bits == 8 && fmt == SAMPLEFORMAT_UINT) {
+			p[e] = e == 0 ? 0 : e == 1 ? 255 : (uint8_t)u;
+			want[e] = (float)p[e];
+		} else if (bits == 8) {
+			int8_t v = e == 0 ? INT8_MIN : e == 1 ? INT8_MAX : (int8_t)(uint8_t)u;
+			memcpy(p + e, &v, 1);
+			want[e] = (float)v;
+		} else if (bits == 16 && fmt == SAMPLEFORMAT_UINT) {
+			uint16_t v = e == 0 ? 0 : e == 1 ? UINT16_MAX : (uint16_t)u;
+			memcpy(p + 2 * e, &v, 2);
+			want[e] = (float)v;
+		} else if (bits == 16) {
+			int16_t v = e == 0 ? INT16_MIN : e == 1 ? INT16_MAX : (int16_t)(uint16_t)u;
+			memcpy(p + 2 * e, &v, 2);
+			want[e] = (float)v;
+		} else {
+			uint32_t b = e == 0 ? 0x80000000u : e == 1 ? 1u : e == 2 ? 0x7f7fffffu : (uint32_t)u;
+			if (((b >> 23) & 0xff) == 0xff)
+				b ^= 1u << 30; /* no NaN or infinity */
+			memcpy(p + 4 * e, &b, 4);
+			memcpy(&want[e], &b, 4);
+		}
+	}
+	return p;
+}
+
+/* Every pixel type read (8/16-bit unsigned and signed, 32-bit float) in
+ * strips and tiles, uncompressed and LZW (with and without a predictor),
+ * either byte order, classic and BigTIFF: the reader returns the written
+ * values bit for bit, and its header says what the file is. */
+static void test_tiff_formats(void **state)
+{
+	(void)state;
+	static const struct {
+		int bits, fmt;
+	} types[] = { { 8, SAMPLEFORMAT_UINT }, { 16, SAMPLEFORMAT_UINT }, { 32, SAMPLEFORMAT_IEEEFP },
+		      { 8, SAMPLEFORMAT_INT }, { 16, SAMPLEFORMAT_INT } };
+	static const struct {
+		int comp, pred, rps, tile, big, bigtiff;
+		const char *name;
+	} lay[] = {
+		{ COMPRESSION_NONE, 0, 0, 0, 0, 0, "uncompressed, one strip" },
+		{ COMPRESSION_NONE, 0, 5, 0, 1, 0, "uncompressed, strips of 5 rows, big-endian" },
+		{ COMPRESSION_LZW, 0, 0, 0, 0, 0, "LZW, one strip" },
+		{ COMPRESSION_LZW, 0, 4, 0, 0, 0, "LZW, strips of 4 rows" },
+		{ COMPRESSION_LZW, 1, 7, 0, 1, 0, "LZW with predictor, strips of 7 rows, big-endian" },
+		{ COMPRESSION_LZW, 0, 0, 16, 0, 0, "LZW, 16 x 16 tiles" },
+		{ COMPRESSION_NONE, 0, 0, 32, 1, 0, "uncompressed, 32 x 32 tiles, big-endian" },
+		{ COMPRESSION_LZW, 0, 6, 0, 0, 1, "LZW, strips of 6 rows, BigTIFF" },
+	};
+	char path[600];
+	sp_rng_t r;
+	sp_rng_seed(&r, 13, 4);
+	float *want = malloc(sizeof(float) * TNY * TNX);
+	assert_non_null(want);
+	tmp_path(path, sizeof path, "fmt.tif");
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+		for (size_t l = 0; l < sizeof lay / sizeof lay[0]; l++) {
+			void *img = random_image(&r, types[t].bits, types[t].fmt, want);
+			tiffw_opts_t o = tiffw_defaults();
+			o.bits = types[t].bits;
+			o.sample_format = types[t].fmt;
+			o.compression = lay[l].comp;
+			o.predictor = !lay[l].pred ? 0
+				      : types[t].fmt == SAMPLEFORMAT_IEEEFP ? PREDICTOR_FLOATINGPOINT
+									   : PREDICTOR_HORIZONTAL;
+			o.rows_per_strip = lay[l].rps;
+			o.tile = lay[l].tile;
+			o.bigtiff = lay[l].bigtiff;
+			/* libtiff 4.5.0 writes big-endian files with the floating-point
+			 * predictor wrongly (its bytes swapped before the predictor;
+			 * checked against Tech Note 3 by hand): not a file to test with */
+			o.big_endian = lay[l].big && o.predictor != PREDICTOR_FLOATINGPOINT;
+			assert_int_equal(tiffw_write(path, img, TNY, TNX, &o), 0);
+			free(img);
+			apple_tiff_t h;
+			sp_err_t err = { 0, "" };
+			float *d = NULL;
+			int rc = apple_tiff_load_f32(path, &h, &d, &err);
+			size_t bad = 0, first = 0;
+			for (size_t e = TNY * TNX; rc == 0 && e-- > 0;)
+				if (memcmp(&d[e], &want[e], sizeof(float)) != 0) {
+					bad++;
+					first = e;
+				}
+			if (rc != 0 || bad != 0)
+				print_message("# %d-bit format %d, %s: %s; %zu pixels differ (first %zu)\n",
+					      types[t].bits, types[t].fmt, lay[l].name, err.msg, bad, first);
+			assert_int_equal(rc, 0);
+			assert_int_equal(bad, 0);
+			assert_int_equal(h.nx, TNX);
+			assert_int_equal(h.ny, TNY);
+			assert_int_equal(h.bits, types[t].bits);
+			assert_int_equal(h.sample_format, types[t].fmt);
+			assert_int_equal(h.compression, lay[l].comp);
+			assert_int_equal(h.tiled, lay[l].tile > 0);
+			if (lay[l].tile > 0) {
+				assert_int_equal(h.tile_w, lay[l].tile);
+				assert_int_equal(h.tile_h, lay[l].tile);
+			} else {
+				assert_int_equal(h.rows_per_strip, lay[l].rps > 0 ? lay[l].rps : TNY);
+			}
+			free(d);
+		}
+	free(want);
+}
+
+/* The orientation choice: an MRC file and a TIFF holding the same rows in
+ * the same order load, through apple.read's dispatch, as the same array,
+ * row 0 first (the first row in either file; STAR y = row).  The format
+ * follows the name: .tif/.tiff in any case is TIFF, anything else MRC. */
+static void test_tiff_same_as_mrc(void **state)
+{
+	(void)state;
+	char mrc[600], tif[600], upper[600];
+	sp_rng_t r;
+	sp_rng_seed(&r, 13, 5);
+	float *img = malloc(sizeof(float) * TNY * TNX);
+	assert_non_null(img);
+	for (int e = 0; e < TNY * TNX; e++)
+		img[e] = (float)sp_rng_gaussian(&r) + (e < TNX ? 100.0f : 0.0f); /* a bright top row */
+	sp_err_t err = { 0, "" };
+	tmp_path(mrc, sizeof mrc, "same.mrc");
+	tmp_path(tif, sizeof tif, "same.tif");
+	tmp_path(upper, sizeof upper, "SAME.TIFF");
+	assert_int_equal(apple_mrc_write_f32(mrc, img, TNY, TNX, 1.0, &err), 0);
+	tiffw_opts_t o = tiffw_defaults();
+	o.compression = COMPRESSION_LZW;
+	o.rows_per_strip = 8;
+	assert_int_equal(tiffw_write(tif, img, TNY, TNX, &o), 0);
+	assert_int_equal(tiffw_write(upper, img, TNY, TNX, &o), 0);
+	apple_micfile_t hm, ht, hu;
+	float *dm, *dt, *du;
+	assert_int_equal(apple_micfile_load_f32(mrc, &hm, &dm, &err), 0);
+	assert_int_equal(apple_micfile_load_f32(tif, &ht, &dt, &err), 0);
+	assert_int_equal(apple_micfile_load_f32(upper, &hu, &du, &err), 0);
+	assert_int_equal(hm.format, APPLE_MICFILE_MRC);
+	assert_int_equal(ht.format, APPLE_MICFILE_TIFF);
+	assert_int_equal(hu.format, APPLE_MICFILE_TIFF);
+	assert_int_equal(ht.nx, TNX);
+	assert_int_equal(ht.ny, TNY);
+	assert_int_equal(hm.nx, TNX);
+	assert_int_equal(hm.ny, TNY);
+	assert_memory_equal(dm, img, sizeof(float) * TNY * TNX);
+	assert_memory_equal(dt, img, sizeof(float) * TNY * TNX);
+	assert_memory_equal(du, img, sizeof(float) * TNY * TNX);
+	assert_true(dt[0] > 50.0f && dt[(size_t)(TNY - 1) * TNX] < 50.0f); /* not flipped */
+	free(dm);
+	free(dt);
+	free(du);
+	free(img);
+	/* Names. */
+	assert_true(apple_tiff_is_tiff_name("a.tif") && apple_tiff_is_tiff_name("d/a.TIFF") &&
+		    apple_tiff_is_tiff_name("a.Tif") && apple_tiff_is_tiff_name("x.mrc.tiff"));
+	assert_false(apple_tiff_is_tiff_name("a.mrc") || apple_tiff_is_tiff_name("a.tiff.bak") ||
+		     apple_tiff_is_tiff_name("d.tif/a") || apple_tiff_is_tiff_name("tif") ||
+		     apple_tiff_is_tiff_name("a.tifff"));
+	/* A TIFF named .mrc goes to the MRC reader, which refuses it. */
+	char misnamed[600];
+	tmp_path(misnamed, sizeof misnamed, "really_a_tiff.mrc");
+	assert_int_equal(rename(upper, misnamed), 0);
+	expect_error(misnamed, SP_EFORMAT, "MRC");
+}
+
+/* Reads (set == NULL) or sets element k of the SHORT or LONG array of tag
+ * in the first directory of a classic little-endian TIFF; returns the
+ * element's value before. */
+static uint32_t ifd_entry(const char *path, int tag, uint32_t k, const uint32_t *set)
+{
+	FILE *f = fopen(path, "r+b");
+	unsigned char b[12];
+	assert_non_null(f);
+	assert_int_equal(fread(b, 1, 8, f), 8);
+	assert_true(b[0] == 'I' && b[1] == 'I' && b[2] == 42);
+	long ifd = (long)(b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24);
+	assert_int_equal(fseek(f, ifd, SEEK_SET), 0);
+	assert_int_equal(fread(b, 1, 2, f), 2);
+	int n = b[0] | b[1] << 8;
+	for (int i = 0; i < n; i++) {
+		long at = ifd + 2 + 12L * i;
+		assert_int_equal(fseek(f, at, SEEK_SET), 0);
+		assert_int_equal(fread(b, 1, 12, f), 12);
+		if ((b[0] | b[1] << 8) != tag)
+			continue;
+		int type = b[2] | b[3] << 8, size = type == 3 ? 2 : 4;
+		uint32_t cnt = b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24;
+		assert_true(type == 3 || type == 4);
+		assert_true(k < cnt);
+		long pos = cnt * size <= 4 ? at + 8 + (long)k * size
+				      : (long)(b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24) +
+						(long)k * size;
+		unsigned char v[4] = { 0 };
+		assert_int_equal(fseek(f, pos, SEEK_SET), 0);
+		assert_int_equal(fread(v, 1, (size_t)size, f), (size_t)size);
+		uint32_t old = v[0] | v[1] << 8 | (size == 4 ? v[2] << 16 | (uint32_t)v[3] << 24 : 0);
+		if (set != NULL) {
+			for (int j = 0; j < size; j++)
+				v[j] = (unsigned char)(*set >> (8 * j));
+			assert_int_equal(fseek(f, pos, SEEK_SET), 0);
+			assert_int_equal(fwrite(v, 1, (size_t)size, f), (size_t)size);
+		}
+		assert_int_equal(fclose(f), 0);
+		return old;
+	}
+	fail_msg("tag %d not in %s", tag, path);
+	return 0;
+}
+
+/* Renames tag `from` of the first directory of a classic little-endian
+ * TIFF to `to` (which must keep the tags in ascending order). */
+static void ifd_retag(const char *path, int from, int to)
+{
+	FILE *f = fopen(path, "r+b");
+	unsigned char b[8];
+	assert_non_null(f);
+	assert_int_equal(fread(b, 1, 8, f), 8);
+	long ifd = (long)(b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24);
+	assert_int_equal(fseek(f, ifd, SEEK_SET), 0);
+	assert_int_equal(fread(b, 1, 2, f), 2);
+	int n = b[0] | b[1] << 8, done = 0;
+	for (int i = 0; i < n && !done; i++) {
+		assert_int_equal(fseek(f, ifd + 2 + 12L * i, SEEK_SET), 0);
+		assert_int_equal(fread(b, 1, 2, f), 2);
+		if ((b[0] | b[1] << 8) == from) {
+			b[0] = (unsigned char)to;
+			b[1] = (unsigned char)(to >> 8);
+			assert_int_equal(fseek(f, ifd + 2 + 12L * i, SEEK_SET), 0);
+			assert_int_equal(fwrite(b, 1, 2, f), 2);
+			done = 1;
+		}
+	}
+	assert_int_equal(fclose(f), 0);
+	assert_true(done);
+}
+
+/* A float32 TNY x TNX TIFF, strips of rps rows, compressed as comp. */
+static void write_tif(const char *path, int comp, int rps)
+{
+	float img[TNY * TNX];
+	for (int e = 0; e < TNY * TNX; e++)
+		img[e] = (float)sin(e * 0.1);
+	tiffw_opts_t o = tiffw_defaults();
+	o.compression = comp;
+	o.rows_per_strip = rps;
+	assert_int_equal(tiffw_write(path, img, TNY, TNX, &o), 0);
+}
+
+/* Strip k of path ends early: its byte count halved; an uncompressed one
+ * is also moved to the end of the file (libtiff reads an uncompressed
+ * strip whole whatever its count says, so it must run out of file). */
+static void short_strip(const char *path, uint32_t k, int uncompressed)
+{
+	uint32_t half = ifd_entry(path, TIFFTAG_STRIPBYTECOUNTS, k, NULL) / 2;
+	ifd_entry(path, TIFFTAG_STRIPBYTECOUNTS, k, &half);
+	if (uncompressed) {
+		struct stat st;
+		assert_int_equal(stat(path, &st), 0);
+		uint32_t at = (uint32_t)st.st_size - half;
+		ifd_entry(path, TIFFTAG_STRIPOFFSETS, k, &at);
+	}
+}
+
+/* Every file libtiff can write that is not a micrograph, and broken files:
+ * one error each, starting with the path, with the reason; libtiff itself
+ * prints nothing (its errors go into ours, its warnings are dropped). */
+static void test_tiff_corrupt(void **state)
+{
+	(void)state;
+	char path[600], cap[600];
+	uint8_t u8[TNY * TNX * 3] = { 0 };
+	double f64[TNY * TNX] = { 0 };
+	tiffw_opts_t o;
+
+	tmp_path(cap, sizeof cap, "stderr.txt");
+	fflush(stderr);
+	int saved = dup(2), fd = open(cap, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_int_equal(dup2(fd, 2), 2);
+	close(fd);
+
+	/* a private tag, out of order: libtiff warns (an unknown tag, tags not
+	 * sorted), the warnings are dropped, the file reads */
+	tmp_path(path, sizeof path, "private_tag.tif");
+	write_tif(path, COMPRESSION_LZW, 8);
+	ifd_retag(path, TIFFTAG_PLANARCONFIG, 65000);
+	{
+		apple_micfile_t h;
+		sp_err_t err = { 0, "" };
+		float *d = NULL;
+		assert_int_equal(apple_micfile_load_f32(path, &h, &d, &err), 0);
+		assert_true(d[1] == (float)sin(0.1));
+		free(d);
+	}
+
+	tmp_path(path, sizeof path, "nonexistent.tif");
+	expect_error(path, SP_ENOENT, "no such file");
+	tmp_path(path, sizeof path, "fifo.tiff");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	expect_error(path, SP_EFORMAT, "is a FIFO");
+
+	tmp_path(path, sizeof path, "text.tif");
+	write_text(path, "not a TIFF at all\n");
+	expect_error(path, SP_EFORMAT, "not a readable TIFF file: ");
+	tmp_path(path, sizeof path, "empty.tif");
+	write_text(path, "");
+	expect_error(path, SP_EFORMAT, "not a readable TIFF file: ");
+
+	tmp_path(path, sizeof path, "rgb.tif");
+	o = tiffw_defaults();
+	o.bits = 8;
+	o.sample_format = SAMPLEFORMAT_UINT;
+	o.spp = 3;
+	o.photometric = PHOTOMETRIC_RGB;
+	assert_int_equal(tiffw_write(path, u8, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "3 samples per pixel (RGB): a micrograph has one (grey)");
+
+	tmp_path(path, sizeof path, "u32.tif");
+	o = tiffw_defaults();
+	o.sample_format = SAMPLEFORMAT_UINT;
+	assert_int_equal(tiffw_write(path, f64, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "unsupported TIFF pixels: 32-bit unsigned integer");
+	tmp_path(path, sizeof path, "f64.tif");
+	o.bits = 64;
+	o.sample_format = SAMPLEFORMAT_IEEEFP;
+	assert_int_equal(tiffw_write(path, f64, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "unsupported TIFF pixels: 64-bit float");
+	tmp_path(path, sizeof path, "bilevel.tif");
+	o = tiffw_defaults();
+	o.bits = 1;
+	o.sample_format = SAMPLEFORMAT_UINT;
+	assert_int_equal(tiffw_write(path, u8, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "unsupported TIFF pixels: 1-bit unsigned integer");
+
+	tmp_path(path, sizeof path, "palette.tif");
+	o = tiffw_defaults();
+	o.bits = 8;
+	o.sample_format = SAMPLEFORMAT_UINT;
+	o.photometric = PHOTOMETRIC_PALETTE;
+	assert_int_equal(tiffw_write(path, u8, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "photometric interpretation 3 (palette, colour-mapped)");
+	tmp_path(path, sizeof path, "white.tif");
+	o.photometric = PHOTOMETRIC_MINISWHITE;
+	assert_int_equal(tiffw_write(path, u8, TNY, TNX, &o), 0);
+	expect_error(path, SP_EFORMAT, "photometric interpretation 0 (min-is-white)");
+
+	tmp_path(path, sizeof path, "movie.tif");
+	o = tiffw_defaults();
+	o.pages = 3;
+	assert_int_equal(tiffw_write(path, f64, TNY, TNX, &o), 0);
+	expect_error(path, SP_ESHAPE, "a multi-page TIFF of 3 pages (a movie?), not a micrograph");
+
+	/* libtiff writes the directory after the pixels: a cut file has none */
+	tmp_path(path, sizeof path, "cut.tif");
+	write_tif(path, COMPRESSION_LZW, 8);
+	assert_int_equal(truncate(path, 3000), 0);
+	expect_error(path, SP_EFORMAT, "truncated: the TIFF directory should be at byte ");
+
+	/* a strip beyond the end of the file: refused at open */
+	tmp_path(path, sizeof path, "beyond.tif");
+	write_tif(path, COMPRESSION_NONE, 20);
+	uint32_t at = 1000000;
+	ifd_entry(path, TIFFTAG_STRIPOFFSETS, 1, &at);
+	expect_error(path, SP_EFORMAT, "truncated: TIFF strip 1 of 2 ends at byte 1");
+
+	/* strips that end early: an LZW one, an uncompressed one */
+	tmp_path(path, sizeof path, "short_lzw.tif");
+	write_tif(path, COMPRESSION_LZW, 8);
+	short_strip(path, 2, 0);
+	expect_error(path, SP_EFORMAT, "cannot decode TIFF strip 2 (rows 16-23): LZWDecode: ");
+	tmp_path(path, sizeof path, "short_raw.tif");
+	write_tif(path, COMPRESSION_NONE, 20);
+	short_strip(path, 1, 1);
+	expect_error(path, SP_EFORMAT, "cannot decode TIFF strip 1 (rows 20-36): TIFFReadEncodedStrip: Read error");
+
+	/* non-finite floats, as in MRC */
+	tmp_path(path, sizeof path, "nan.tif");
+	float fl[TNY * TNX] = { 0 };
+	fl[3 * TNX + 7] = NAN;
+	o = tiffw_defaults();
+	o.compression = COMPRESSION_LZW;
+	assert_int_equal(tiffw_write(path, fl, TNY, TNX, &o), 0);
+	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 3, col 7)");
+	fl[3 * TNX + 7] = -INFINITY;
+	assert_int_equal(tiffw_write(path, fl, TNY, TNX, &o), 0);
+	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 3, col 7): -inf");
+
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	struct stat st;
+	assert_int_equal(stat(cap, &st), 0);
+	if (st.st_size != 0) {
+		char buf[512] = "";
+		FILE *f = fopen(cap, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		buf[n] = '\0';
+		if (f)
+			fclose(f);
+		print_message("# printed on stderr: %s\n", buf);
+	}
+	assert_int_equal(st.st_size, 0);
+}
+
+/* Two files whose strips fail with different libtiff messages, read over
+ * and over by 4 threads at once: each error carries its own file's reason
+ * (the handlers are per file handle, not global). */
+struct tiff_thread {
+	const char *path, *phrase;
+	int bad;
+	char msg[512]; /* the last wrong message */
+};
+
+static void *tiff_thread_main(void *arg)
+{
+	struct tiff_thread *t = arg;
+	for (int i = 0; i < 50; i++) {
+		apple_micfile_t h;
+		sp_err_t err = { 0, "" };
+		float *d = NULL;
+		if (apple_micfile_load_f32(t->path, &h, &d, &err) == 0 ||
+		    strstr(err.msg, t->path) != err.msg || strstr(err.msg, t->phrase) == NULL) {
+			t->bad++;
+			memcpy(t->msg, err.msg, sizeof t->msg);
+		}
+		free(d);
+	}
+	return NULL;
+}
+
+static void test_tiff_threads(void **state)
+{
+	(void)state;
+	char a[600], b[600];
+	tmp_path(a, sizeof a, "thr_lzw.tif");
+	write_tif(a, COMPRESSION_LZW, 8);
+	short_strip(a, 2, 0);
+	tmp_path(b, sizeof b, "thr_raw.tif");
+	write_tif(b, COMPRESSION_NONE, 20);
+	short_strip(b, 1, 1);
+	struct tiff_thread t[4] = { { a, "strip 2 (rows 16-23): LZWDecode: ", 0, "" },
+				    { b, "strip 1 (rows 20-36): TIFFReadEncodedStrip: Read error", 0, "" },
+				    { a, "strip 2 (rows 16-23): LZWDecode: ", 0, "" },
+				    { b, "strip 1 (rows 20-36): TIFFReadEncodedStrip: Read error", 0, "" } };
+	pthread_t th[4];
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(pthread_create(&th[k], NULL, tiff_thread_main, &t[k]), 0);
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+		if (t[k].bad != 0)
+			print_message("# thread %d: %d wrong, the last: %s\n", k, t[k].bad, t[k].msg);
+		assert_int_equal(t[k].bad, 0);
+	}
+}
+
 static void test_star_f64_and_box(void **state)
 {
 	(void)state;
@@ -601,6 +1077,10 @@ int main(void)
 		cmocka_unit_test(test_integer_modes),
 		cmocka_unit_test(test_float16),
 		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_tiff_formats),
+		cmocka_unit_test(test_tiff_same_as_mrc),
+		cmocka_unit_test(test_tiff_corrupt),
+		cmocka_unit_test(test_tiff_threads),
 		cmocka_unit_test(test_star_reference_bytes),
 		cmocka_unit_test(test_star_read_tolerant),
 		cmocka_unit_test(test_star_f64_and_box),

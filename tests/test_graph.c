@@ -194,14 +194,17 @@ static void test_key_errors(void **state)
 }
 
 /* inputs: folder: a folder item stands for its matching files, sorted;
- * other items stay in place; a folder without a match is an error. */
+ * other items stay in place; a folder without a match is an error.  A
+ * pattern with braces is the union of its alternatives, sorted as one
+ * list, each file once; braces in the folder's own name are literal. */
 static void test_folder_items(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/sp-[test]*graph.XXXXXX" /* glob metacharacters: escaped */, path[256], text[1024];
-	const char *files[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy" };
+	char dir[] = "/tmp/sp-[test]*{a,b}graph.XXXXXX" /* glob metacharacters: escaped */, path[256],
+	     text[1024];
+	const char *files[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy", "D.NPY" };
 	assert_non_null(mkdtemp(dir));
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < 5; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
 		FILE *f = fopen(path, "w");
 		assert_non_null(f);
@@ -246,11 +249,31 @@ static void test_folder_items(void **state)
 	assert_non_null(strstr(err.msg, "/empty' has no file matching '*.npy'"));
 	sp_graph_free(&g);
 	sp_diag_free(&d);
+	/* braces: glob() lists c.txt, then a.npy, b.npy (and a.npy again, the
+	 * third alternative), then D.NPY; one sorted list comes out */
+	snprintf(text, sizeof text,
+		 "starpipe: 1\npipeline: t\ninputs:\n  files: [\"%s\"]\n"
+		 "  folder: \"*.{txt,npy,[a]*y,NPY,tif}\"\nstages:\n  a:\n    uses: t.src\n"
+		 "    with: {file: f}\n", dir);
+	g = load(text, &d, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sp_graph_items(g, &items, &n, &err), 0);
+	assert_int_equal(sp_graph_folders(g, &items, &n, &err), 0);
+	const char *want[] = { "D.NPY", "a.npy", "b.npy", "c.txt" };
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, want[i]);
+		assert_string_equal(items[i], path);
+		free(items[i]);
+	}
+	free(items);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
 	expect_error("starpipe: 1\npipeline: t\ninputs:\n  glob: \"*.npy\"\n  folder: a/*.npy\n"
 		     "stages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
 		     "'folder' is a file name pattern such as '*.mrc', not a path");
-	const char *rm[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy", "sub.npy", "empty" };
-	for (size_t i = 0; i < 6; i++) {
+	const char *rm[] = { "b.npy", "a.npy", "c.txt", ".hidden.npy", "D.NPY", "sub.npy", "empty" };
+	for (size_t i = 0; i < 7; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, rm[i]);
 		remove(path);
 	}

@@ -6,12 +6,12 @@
 
 #include "../../src/item.h"
 #include "apple.h"
-#include "mrc.h"
+#include "micfile.h"
 
 /* Port type "apple.micrograph": the micrograph as float32 [ny][nx]. */
 typedef struct apple_mic_val {
 	sp_value_t base;
-	apple_mrc_t hdr;
+	apple_micfile_t hdr; /* MRC or TIFF: sizes and how to read */
 	char *path;
 	float *data;
 	starpu_data_handle_t h;

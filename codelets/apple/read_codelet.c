@@ -1,4 +1,4 @@
-/* StarPU glue of apple.read: an MRC micrograph into a registered float32 buffer. */
+/* StarPU glue of apple.read: an MRC or TIFF micrograph into a registered float32 buffer. */
 #include <stdlib.h>
 
 #include "../../src/stage.h"
@@ -16,7 +16,7 @@ static void read_cpu(void *buffers[], void *cl_arg)
 	if (sp_status_failed(a->ctx->status))
 		return;
 	float *px = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	if (apple_mrc_read_f32(a->v->path, &a->v->hdr, px, &err) != 0) {
+	if (apple_micfile_read_f32(a->v->path, &a->v->hdr, px, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
 		return;
 	}
@@ -55,10 +55,10 @@ static void mic_free(sp_value_t *v)
 static int read_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
 {
 	char *path = sp_item_param(item, st, "file");
-	apple_mrc_t hdr;
+	apple_micfile_t hdr;
 	if (path == NULL)
 		return sp_seterr(err, SP_ENOMEM, "out of memory");
-	int rc = apple_mrc_open(path, &hdr, err);
+	int rc = apple_micfile_open(path, &hdr, err);
 	free(path);
 	if (rc != 0)
 		return rc;
@@ -84,7 +84,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (m->path == NULL || m->arg == NULL)
 		return SP_ENOMEM;
 	/* The header now (sizes, mode, truncation); the pixels by a task. */
-	if (apple_mrc_open(m->path, &m->hdr, &err) != 0)
+	if (apple_micfile_open(m->path, &m->hdr, &err) != 0)
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)m->hdr.ny * (size_t)m->hdr.nx;
 	if (starpu_malloc((void **)&m->data, n * sizeof(float)) != 0) {
@@ -107,7 +107,9 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 }
 
 static const sp_param_spec_t read_params[] = {
-	{ "file", SP_PT_PATH, NULL, 0, -1, NULL, "MRC micrograph (modes 0, 1, 2, 6, 12; one section)", 0 },
+	{ "file", SP_PT_PATH, NULL, 0, -1, NULL,
+	  "micrograph: MRC (modes 0, 1, 2, 6, 12; one section) or, named .tif/.tiff, TIFF "
+	  "(one grey page; 8/16-bit integer or 32-bit float; LZW or uncompressed, ...)", 0 },
 };
 static const sp_port_spec_t read_outputs[] = {
 	{ "micrograph", "apple.micrograph", "the micrograph, float32 [rows][columns]" },
@@ -115,7 +117,7 @@ static const sp_port_spec_t read_outputs[] = {
 
 const sp_stage_kind_t sp_apple_read_kind = {
 	.name = "apple.read",
-	.help = "Read a cryo-EM micrograph (MRC)",
+	.help = "Read a cryo-EM micrograph (MRC or TIFF)",
 	SP_KIND_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,

@@ -6,7 +6,7 @@
 #include "../../src/fsutil.h"
 #include "../../src/stage.h"
 #include "apple_glue.h"
-#include "mrc.h"
+#include "micfile.h"
 #include "preview.h"
 #include "star.h"
 
@@ -75,9 +75,9 @@ static void write_cpu(void *buffers[], void *cl_arg)
 	if (a->png_tmp != NULL) {
 		/* The micrograph again: the preview is optional, its pixels were
 		 * released after preprocessing. */
-		apple_mrc_t hdr;
+		apple_micfile_t hdr;
 		float *img = NULL;
-		int rc = apple_mrc_load_f32(a->pv->path, &hdr, &img, &err);
+		int rc = apple_micfile_load_f32(a->pv->path, &hdr, &img, &err);
 		if (rc == 0)
 			rc = apple_preview_write_into(a->png_tmp, a->png, img, hdr.ny, hdr.nx, xy, n,
 						      a->pv->params.particle_size, a->preview_size,

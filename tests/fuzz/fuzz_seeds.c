@@ -1,4 +1,4 @@
-/* Writes small, valid seed files for the fuzz targets: a cut-down DESI PSF, a small DESI image and a 64 x 64 micrograph. */
+/* Writes small, valid seed files for the fuzz targets: a cut-down DESI PSF, a small DESI image and a 64 x 64 micrograph (MRC and TIFF). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <fitsio.h>
 
 #include "../../codelets/apple/mrc.h"
+#include "../tiffwrite.h"
 
 /*
  * Usage: fuzz_seeds SHARED OUTDIR
@@ -21,6 +22,9 @@
  * - OUTDIR/corpus_mrc/micro.mrc: SHARED/data/apple/synth_2k_float32.mrc
  *   averaged in 32 x 32 blocks to 64 x 64, written by the project's own MRC
  *   writer: a complete file (header and data), 17 kB.
+ * - OUTDIR/corpus_tiff/micro_*.tif: that micrograph as TIFFs (tests/tiffwrite.h):
+ *   float32 LZW in strips of 16 rows, uint16 uncompressed big-endian in 16 x 16
+ *   tiles, uint8 LZW with the horizontal predictor in one strip; 4-17 kB.
  * Small on purpose: libFuzzer mutates the whole input, and FITS pads every
  * HDU to 2880 bytes.
  */
@@ -202,6 +206,59 @@ static void write_mrc(const char *src, const char *dst)
 	}
 }
 
+/* The micrograph of write_mrc() as TIFF seeds in three layouts. */
+static void write_tiffs(const char *mrc, const char *dir)
+{
+	apple_mrc_t h;
+	float *img;
+	sp_err_t err;
+	char path[4200];
+
+	if (apple_mrc_load_f32(mrc, &h, &img, &err) != 0) {
+		fprintf(stderr, "fuzz_seeds: %s\n", err.msg);
+		exit(1);
+	}
+	size_t n = (size_t)h.nx * h.ny;
+	uint16_t *u16 = malloc(n * sizeof *u16);
+	uint8_t *u8 = malloc(n);
+	float lo = img[0], hi = img[0];
+	for (size_t e = 0; e < n; e++) {
+		lo = img[e] < lo ? img[e] : lo;
+		hi = img[e] > hi ? img[e] : hi;
+	}
+	for (size_t e = 0; e < n && u16 != NULL && u8 != NULL; e++) {
+		double t = hi > lo ? (img[e] - lo) / (hi - lo) : 0;
+		u16[e] = (uint16_t)(t * 65535);
+		u8[e] = (uint8_t)(t * 255);
+	}
+	tiffw_opts_t o = tiffw_defaults();
+	o.compression = COMPRESSION_LZW;
+	o.rows_per_strip = 16;
+	snprintf(path, sizeof path, "%s/micro_f32_lzw.tif", dir);
+	int bad = u16 == NULL || u8 == NULL || tiffw_write(path, img, h.ny, h.nx, &o) != 0;
+	o = tiffw_defaults();
+	o.bits = 16;
+	o.sample_format = SAMPLEFORMAT_UINT;
+	o.tile = 16;
+	o.big_endian = 1;
+	snprintf(path, sizeof path, "%s/micro_u16_tiles.tif", dir);
+	bad = bad || tiffw_write(path, u16, h.ny, h.nx, &o) != 0;
+	o = tiffw_defaults();
+	o.bits = 8;
+	o.sample_format = SAMPLEFORMAT_UINT;
+	o.compression = COMPRESSION_LZW;
+	o.predictor = PREDICTOR_HORIZONTAL;
+	snprintf(path, sizeof path, "%s/micro_u8_pred.tif", dir);
+	bad = bad || tiffw_write(path, u8, h.ny, h.nx, &o) != 0;
+	free(img);
+	free(u16);
+	free(u8);
+	if (bad) {
+		fprintf(stderr, "fuzz_seeds: cannot write the TIFF seeds in %s\n", dir);
+		exit(1);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char a[4096], b[4096];
@@ -218,5 +275,7 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof a, "%s/data/apple/synth_2k_float32.mrc", argv[1]);
 	snprintf(b, sizeof b, "%s/corpus_mrc/micro.mrc", argv[2]);
 	write_mrc(a, b);
+	snprintf(a, sizeof a, "%s/corpus_tiff", argv[2]);
+	write_tiffs(b, a);
 	return 0;
 }
