@@ -86,6 +86,7 @@ struct sp__kstat {
 	const char *stage, *kernel; /* not owned: graph and codelet strings */
 	unsigned long long ntasks[2]; /* [0] CPU, [1] CUDA */
 	double busy_us[2];
+	double first_start_us;        /* the earliest start of its tasks */
 };
 
 struct sp__trace_rec {
@@ -408,11 +409,22 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 	if (i == rt.nk && rt.nk < SP__MAXKERNELS) {
 		rt.k[i].stage = stage;
 		rt.k[i].kernel = kernel;
+		rt.k[i].first_start_us = start_us;
 		rt.nk++;
 	}
 	if (i < rt.nk) {
 		rt.k[i].ntasks[cuda]++;
 		rt.k[i].busy_us[cuda] += dur;
+		if (start_us < rt.k[i].first_start_us)
+			rt.k[i].first_start_us = start_us;
+		/* entries in order of their first start: the pipeline's order
+		 * (completion order is not: StarPU releases a task's data, so its
+		 * successor may run and end, before the task's callback) */
+		for (; i > 0 && rt.k[i].first_start_us < rt.k[i - 1].first_start_us; i--) {
+			struct sp__kstat t = rt.k[i];
+			rt.k[i] = rt.k[i - 1];
+			rt.k[i - 1] = t;
+		}
 	}
 	if (start_us > 0 && (rt.first_start_us == 0 || start_us < rt.first_start_us))
 		rt.first_start_us = start_us;
@@ -825,7 +837,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	fprintf(f, "items\t%zu\nfailed_items\t%zu\ntasks\t%llu\n", atomic_load(&rt.items_done),
 		failed, (unsigned long long)atomic_load(&rt.done));
 	fprintf(f, "wall_s\t%.6f\nmakespan_s\t%.6f\n", wall, makespan);
-	/* tasks per stage per worker type, stages in order of first completion */
+	/* tasks per stage per worker type, stages in order of first start */
 	for (size_t i = 0; i < rt.nk; i++) {
 		size_t first = i;
 		for (size_t k = 0; k < i; k++)
