@@ -535,8 +535,24 @@ static void free_strv(char **v, size_t n)
 	free(v);
 }
 
+/* Appends t to the list v (cnt, cap); frees t when it cannot. */
+static int push_output(char ***v, size_t *cnt, size_t *cap, char *t)
+{
+	if (*cnt == *cap) {
+		char **nv = realloc(*v, (*cap = *cap ? 2 * *cap : 4) * sizeof *nv);
+		if (nv == NULL) {
+			free(t);
+			return SP_ENOMEM;
+		}
+		*v = nv;
+	}
+	(*v)[(*cnt)++] = t;
+	return 0;
+}
+
 /* The item's outputs: every SP_PT_OUTPUT parameter of every stage, expanded
- * ("" is an optional output that is not written). */
+ * ("" is an optional output that is not written), and the files its kind
+ * writes beside them (sp_stage_kind_t.sibling). */
 static int plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
 			size_t *n)
 {
@@ -557,15 +573,18 @@ static int plan_outputs(const sp_graph_t *g, const char *path, size_t index, cha
 				free(t);
 				continue;
 			}
-			if (cnt == cap) {
-				char **nv = realloc(v, (cap = cap ? 2 * cap : 4) * sizeof *nv);
-				if (nv == NULL) {
-					free(t);
-					goto oom;
-				}
-				v = nv;
+			char *sib = NULL;
+			if (st->kind->sibling != NULL &&
+			    st->kind->sibling(st, st->kind->params[p].name, t, &sib) != 0) {
+				free(t);
+				goto oom;
 			}
-			v[cnt++] = t;
+			if (push_output(&v, &cnt, &cap, t) != 0) {
+				free(sib);
+				goto oom;
+			}
+			if (sib != NULL && push_output(&v, &cnt, &cap, sib) != 0)
+				goto oom;
 		}
 	}
 	*out = v;

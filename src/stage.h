@@ -104,6 +104,18 @@ typedef struct sp_estimate {
 	unsigned long long out_bytes;
 } sp_estimate_t;
 
+/* Output files a stage writes beside the files of its SP_PT_OUTPUT
+ * parameters, each named from one of them and present or not by the
+ * stage's typed parameters (desi.write's model=true: model-<stem>.fits
+ * beside frame-<stem>.fits), so that the run plans them as it plans the
+ * others: collisions, --skip-existing, an output that is not a regular
+ * file, the output folders and their free space.  Called for each
+ * non-empty expanded output `path` of the stage's parameter `param`;
+ * returns 0 with *sibling a malloc'd name, or NULL when the parameters ask
+ * for none; SP_ENOMEM. */
+typedef int (*sp_stage_sibling_fn)(const struct sp_gstage *stage, const char *param,
+				   const char *path, char **sibling);
+
 /* Adds the stage's memory to e (optional).  May read input headers, never
  * data; returns 0, or SP_E* with err naming the file (the item then fails
  * before any of its tasks runs). */
@@ -128,6 +140,7 @@ typedef struct sp_stage_kind {
 	sp_stage_run_fn run;
 	sp_stage_tile_fn run_tile;     /* NULL: run() submits everything */
 	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
+	sp_stage_sibling_fn sibling;   /* NULL: no output beside its SP_PT_OUTPUT ones */
 } sp_stage_kind_t;
 
 /* A kind's spec arrays with their lengths, for its designated initialiser:

@@ -353,6 +353,9 @@ static int expected_rows(const fixture_t *fx, float *rows)
 					for (int d = 0; d < nd; d++)
 						row[(4 + d) * g] =
 							(float)rd[((size_t)f * nd + d) * p.core_nw + w];
+					size_t j = (size_t)(p.core_f0 + f) * nw + p.core_w0 + w;
+					if (b->xflux) /* the deconvolved flux, as it is */
+						row[(4 + nd) * g] = (float)x[j];
 				}
 		}
 		void *a[] = { sp, xc, yc, pix, iv, icov, y, fw, x, out, work };
@@ -365,7 +368,7 @@ static int expected_rows(const fixture_t *fx, float *rows)
 static const char *field_name(int k)
 {
 	static const char *nm[] = { "flux", "ivar", "chi2pix", "pixmask" };
-	return k < 4 ? nm[k] : "rdiag";
+	return k < 4 ? nm[k] : k < 4 + 2 * NDIAG + 1 ? "rdiag" : "xflux";
 }
 
 /* Per field: max |a - b| / max |b| over the batch's rows (NaN counts as
@@ -530,6 +533,137 @@ static void test_failure(void **state)
 	fixture_free(fx);
 }
 
+/* xflux: the rows carry the deconvolved flux as one more field, bit for bit
+ * (float)x of the single-patch solve; the other fields are those of the
+ * batch without it. */
+static void test_xflux(void **state)
+{
+	(void)state;
+	fixture_t *fx = fixture_synth(3);
+	desi_batch_t *b = &fx->b;
+	float *rows0 = bt_xmalloc(rows_len(b) * sizeof *rows0);
+	assert_int_equal(desi_extract_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						rows0), 0);
+	b->xflux = 1;
+	b->nfield = NFIELD + 1;
+	const size_t len = rows_len(b);
+	float *rows = bt_xmalloc(len * sizeof *rows), *exp_ = bt_xmalloc(len * sizeof *exp_);
+	for (size_t i = 0; i < len; i++)
+		rows[i] = NAN;
+	assert_int_equal(expected_rows(fx, exp_), 0);
+	assert_int_equal(desi_extract_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						rows), 0);
+	size_t bad = count_diff(rows, exp_, len), nonzero = 0;
+	rows_dev(b, rows, exp_, "xflux");
+	print_message("# xflux batch vs per-patch calls: %zu of %zu floats differ\n", bad, len);
+	assert_int_equal(bad, 0);
+	const size_t g = (size_t)b->nwave_grid;
+	for (int f = 0; f < b->p.core_nf; f++) {
+		const float *r = rows + (size_t)f * b->nfield * g, *r0 = rows0 + (size_t)f * NFIELD * g;
+		assert_int_equal(count_diff(r, r0, NFIELD * g), 0);
+		for (size_t w = 0; w < g; w++)
+			nonzero += rows[((size_t)f * b->nfield + NFIELD) * g + w] != 0.0f;
+	}
+	assert_int_equal(nonzero, (size_t)b->p.core_nf * g); /* every core bin has its x */
+	free(rows);
+	free(rows0);
+	free(exp_);
+	fixture_free(fx);
+}
+
+/* The rows of patches [i0, i0 + np) of b (full rows `rows`), as the
+ * extraction's chunks have them: columns w0[i0] .. of the subbundle's. */
+static desi_batch_t chunk_of(const desi_batch_t *b, const float *rows, int i0, int np, float **out)
+{
+	desi_batch_t c = *b;
+	c.np = np;
+	c.ymin += i0;
+	c.ny += i0;
+	c.xmin += i0;
+	c.nx += i0;
+	c.w0 += i0;
+	c.core_nw += i0;
+	c.col0 = c.w0[0];
+	c.nwave_grid = c.w0[np - 1] + c.core_nw[np - 1] - c.col0;
+	*out = bt_xmalloc(rows_len(&c) * sizeof **out);
+	for (int r = 0; r < c.p.core_nf * c.nfield; r++)
+		memcpy(*out + (size_t)r * c.nwave_grid, rows + (size_t)r * b->nwave_grid + c.col0,
+		       (size_t)c.nwave_grid * sizeof **out);
+	return c;
+}
+
+/* desi_model_batch_cpu(): against the sum done here in double, spot by spot
+ * (1e-6 of the image's largest value: the kernel rounds each term to
+ * float), on an image narrower than the spots reach (clipped); the same
+ * image to the bit when the subbundle comes as two chunks (patches 0-1,
+ * then 2) in order, as with another tile:; nothing without xflux. */
+static void test_model(void **state)
+{
+	(void)state;
+	fixture_t *fx = fixture_synth(3);
+	desi_batch_t *b = &fx->b;
+	b->xflux = 1;
+	b->nfield = NFIELD + 1;
+	const size_t len = rows_len(b);
+	const size_t ss = (size_t)b->p.sy * b->p.sx, g = (size_t)b->nwave_grid;
+	float *rows = bt_xmalloc(len * sizeof *rows);
+	assert_int_equal(desi_extract_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						rows), 0);
+	/* the model's image: the right-most fibre's spots run off it */
+	b->npix_x = 80;
+	const size_t npix = (size_t)b->npix_y * b->npix_x;
+	float *one = calloc(npix, sizeof *one), *two = calloc(npix, sizeof *two);
+	double *ref = calloc(npix, sizeof *ref);
+	assert_true(one != NULL && two != NULL && ref != NULL);
+	desi_model_batch_cpu(b, fx->spots, fx->xc, fx->yc, rows, one);
+	float *r01, *r2;
+	desi_batch_t c01 = chunk_of(b, rows, 0, 2, &r01), c2 = chunk_of(b, rows, 2, 1, &r2);
+	desi_model_batch_cpu(&c01, fx->spots, fx->xc, fx->yc, r01, two);
+	desi_model_batch_cpu(&c2, fx->spots, fx->xc, fx->yc, r2, two);
+	size_t clipped = 0;
+	for (int f = 0; f < b->p.core_nf; f++)
+		for (size_t w = 0; w < g; w++) {
+			const double x = rows[((size_t)f * b->nfield + NFIELD) * g + w];
+			const size_t j = (size_t)(b->fib0 + b->p.core_f0 + f) * b->nfullwave + w +
+					 b->p.core_w0;
+			for (size_t k = 0; k < ss; k++) {
+				long long r = fx->yc[j] + (long long)(k / b->p.sx);
+				long long q = fx->xc[j] + (long long)(k % b->p.sx);
+				if (r < 0 || r >= b->npix_y || q < 0 || q >= b->npix_x)
+					clipped++;
+				else
+					ref[r * b->npix_x + q] += x * fx->spots[j * ss + k];
+			}
+		}
+	double d = 0.0, m = 0.0, sum = 0.0;
+	for (size_t i = 0; i < npix; i++) {
+		d = fmax(d, fabs((double)one[i] - ref[i]));
+		m = fmax(m, fabs(ref[i]));
+		sum += one[i];
+	}
+	size_t bad = count_diff(one, two, npix);
+	print_message("# model vs double sum: max dev %.2e of max %.3e (rel %.2e), %zu spot pixels "
+		      "off the image; one call vs two chunks: %zu of %zu pixels differ\n",
+		      d, m, d / m, clipped, bad, npix);
+	assert_true(m > 0.0 && clipped > 0 && d <= 1e-6 * m);
+	assert_int_equal(bad, 0);
+	/* without the field, nothing is added */
+	b->xflux = 0;
+	float *none = calloc(npix, sizeof *none);
+	assert_non_null(none);
+	desi_model_batch_cpu(b, fx->spots, fx->xc, fx->yc, rows, none);
+	for (size_t i = 0; i < npix; i++)
+		assert_true(none[i] == 0.0f);
+	free(none);
+	free(r01);
+	free(r2);
+	free(one);
+	free(two);
+	free(ref);
+	free(rows);
+	fixture_free(fx);
+}
+
 extern void openblas_set_num_threads(int);
 
 int main(void)
@@ -538,6 +672,8 @@ int main(void)
 		cmocka_unit_test(test_ref),
 		cmocka_unit_test(test_synth),
 		cmocka_unit_test(test_failure),
+		cmocka_unit_test(test_xflux),
+		cmocka_unit_test(test_model),
 	};
 	char path[1024];
 	FILE *f;

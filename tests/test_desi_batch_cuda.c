@@ -150,6 +150,18 @@ static void test_chunks(void **state)
 	fixture_free(fx);
 }
 
+/* xflux: the GPU's rows carry the deconvolved flux too (the model's),
+ * within the tolerance of the CPU's (rows_dev compares every field). */
+static void test_xflux(void **state)
+{
+	(void)state;
+	fixture_t *fx = fixture_synth(3);
+	fx->b.xflux = 1;
+	fx->b.nfield = NFIELD + 1;
+	assert_int_equal(compare(fx, "xflux"), 0);
+	fixture_free(fx);
+}
+
 /* The CPU test's failing patch: zeros on both, the other patches agree. */
 static void test_failure(void **state)
 {
@@ -179,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_synth),
 		cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_failure),
+		cmocka_unit_test(test_xflux),
 	};
 	char path[1024];
 	FILE *f;

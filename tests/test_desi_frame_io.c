@@ -20,6 +20,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/frame_io.h"
+#include "../src/fsutil.h"
 #include "desi_craft.h"
 
 /* desispec.maskbits.ccdmask */
@@ -781,6 +782,97 @@ static void test_astropy(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The 2-D model (desi.write model=true): written into an output set's
+ * temporary and committed, read back: the primary HDU is the float32 image
+ * (EXTNAME MODEL, the image's shape, its pixels to the bit), with IN_IMG,
+ * IN_PSF (a long name), SPECMIN/SPECMAX, WAVEMIN/WAVEMAX, CREATOR and the
+ * input image's own cards; checksums valid.  A missing input image or an
+ * incomplete model fails, and aborting the set leaves nothing. */
+static void test_model(void **state)
+{
+	(void)state;
+	char img[600], out[600], psf[400], missing[600];
+	static float pix[NY][NX];
+	sp_err_t err = { 0, "" };
+
+	for (int y = 0; y < NY; y++)
+		for (int x = 0; x < NX; x++)
+			pix[y][x] = (float)(y * 1000 + x) * 0.37f - 3.0f;
+	snprintf(psf, sizeof psf, "/some/very/long/folder/name/that/goes/on/and/on/%s",
+		 "for/more/than/sixty-eight/characters/psf-r0-00051060.fits");
+	tmp_path(img, sizeof img, "in-model.fits");
+	write_image(img, IMG_FULL);
+	tmp_path(out, sizeof out, "model-in.fits");
+	desi_model_t m = { .ny = NY, .nx = NX, .pix = &pix[0][0], .specmin = 25, .nspec = 50,
+			   .wmin = 5760.0, .wmax = 6060.0, .in_psf = psf, .in_img = img };
+	sp_outset_t set = { 0 };
+	const char *tmp = NULL;
+	assert_int_equal(sp_outset_add(&set, out, &tmp, &err), 0);
+	int rc = desi_model_write_into(tmp, out, &m, img, &err);
+	if (rc != 0)
+		print_message("# %s\n", err.msg);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sp_outset_commit(&set, &err), 0);
+	sp_outset_free(&set);
+	no_temp_left(out);
+
+	fitsfile *f;
+	int status = 0, nhdu = 0, anynul = 0, bitpix = 0, i = 0;
+	long shape[2] = { NY, NX }, fp[2] = { 1, 1 };
+	static float back[NY][NX];
+	char s[FLEN_VALUE], *lng = NULL;
+	double v = 0;
+	fits_open_diskfile(&f, out, READONLY, &status);
+	fits_get_num_hdus(f, &nhdu, &status);
+	check_fits(status, "open");
+	assert_int_equal(nhdu, 1);
+	expect_hdu(f, 1, "MODEL", 2, shape);
+	fits_get_img_type(f, &bitpix, &status);
+	assert_int_equal(bitpix, FLOAT_IMG);
+	fits_read_pix(f, TFLOAT, fp, NY * NX, NULL, back, &anynul, &status);
+	check_fits(status, "MODEL data");
+	assert_memory_equal(back, pix, sizeof back);
+	fits_read_key(f, TSTRING, "BUNIT", s, NULL, &status);
+	assert_string_equal(s, "electron");
+	fits_read_key(f, TSTRING, "CREATOR", s, NULL, &status);
+	assert_int_equal(strncmp(s, "starpipe ", 9), 0);
+	fits_read_key_longstr(f, "IN_PSF", &lng, NULL, &status);
+	check_fits(status, "keys");
+	assert_string_equal(lng, psf);
+	fits_free_memory(lng, &status);
+	fits_read_key_longstr(f, "IN_IMG", &lng, NULL, &status);
+	check_fits(status, "keys");
+	assert_string_equal(lng, img);
+	fits_free_memory(lng, &status);
+	fits_read_key(f, TINT, "SPECMIN", &i, NULL, &status);
+	assert_int_equal(i, 25);
+	fits_read_key(f, TINT, "SPECMAX", &i, NULL, &status);
+	assert_int_equal(i, 74);
+	fits_read_key(f, TDOUBLE, "WAVEMIN", &v, NULL, &status);
+	assert_true(v == 5760.0);
+	fits_read_key(f, TDOUBLE, "WAVEMAX", &v, NULL, &status);
+	assert_true(v == 6060.0);
+	fits_read_key(f, TSTRING, "CAMERA", s, NULL, &status); /* the image's card */
+	assert_string_equal(s, "b1");
+	check_fits(status, "keys");
+	fits_close_file(f, &status);
+	check_fits(status, "close");
+
+	/* A missing input image, an incomplete model: errors; nothing left. */
+	tmp_path(missing, sizeof missing, "missing-model-in.fits");
+	tmp_path(out, sizeof out, "model-bad.fits");
+	assert_int_equal(sp_outset_add(&set, out, &tmp, &err), 0);
+	rc = desi_model_write_into(tmp, out, &m, missing, &err);
+	assert_int_equal(rc, SP_ENOENT);
+	assert_ptr_equal(strstr(err.msg, missing), err.msg);
+	m.pix = NULL;
+	rc = desi_model_write_into(tmp, out, &m, img, &err);
+	assert_int_equal(rc, SP_EINVAL);
+	sp_outset_free(&set);
+	assert_int_not_equal(access(out, F_OK), 0);
+	no_temp_left(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -792,6 +884,7 @@ int main(void)
 		cmocka_unit_test(test_separate_fibermap),
 		cmocka_unit_test(test_scores),
 		cmocka_unit_test(test_astropy),
+		cmocka_unit_test(test_model),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -288,11 +288,12 @@ static void test_chi2(void **state)
 }
 
 /* One block of k_decorrelate for a core fibre: C_bb -> Jacobi sweeps -> R,
- * flux, ivar, Rdiags into out [nf_out][m], as the kernel's thread loops in
- * order (each loop a phase between two __syncthreads()).  Returns 1 when
- * the block fails (an eigenvalue not > 0). */
+ * flux, ivar, Rdiags and (xflux, desi_batch_t.xflux) the deconvolved flux
+ * into out [nf_out][m], as the kernel's thread loops in order (each loop a
+ * phase between two __syncthreads()).  Returns 1 when the block fails (an
+ * eigenvalue not > 0). */
 static int emulate_decorrelate(const double *cbb, const double *xb, int m, int core_w0, int cnw,
-			       int ndiag, double *out)
+			       int ndiag, int xflux, double *out)
 {
 	const int half = (m + 1) / 2, mm = 2 * half, nt = DSK_THREADS;
 	double *A = malloc((size_t)m * m * sizeof *A), *V = malloc((size_t)m * m * sizeof *V);
@@ -341,6 +342,9 @@ static int emulate_decorrelate(const double *cbb, const double *xb, int m, int c
 			dsk_decor_flux(A, sv, xb, m, core_w0, w, out);
 		for (int e = 0; e < (2 * ndiag + 1) * cnw; e++)
 			dsk_decor_rdiag(A, m, core_w0, ndiag, cnw, e, out);
+		for (int t = 0; xflux && t < nt; t++)
+			for (int w = t; w < cnw; w += nt)
+				dsk_decor_xflux(xb, m, core_w0, 4 + 2 * ndiag + 1, w, out);
 	}
 	free(A);
 	free(V);
@@ -408,10 +412,11 @@ static void test_decorrelate(void **state)
 				    cbb + (size_t)bb * m * m, m);
 		for (int fc = 0; fc < p.core_nf; fc++) {
 			const int f = p.core_f0 + fc, cnw = p.core_nw;
-			double out[(4 + 5) * M];
+			double out[(4 + 5 + 1) * M];
+			assert_int_equal(nd, 5);
 			assert_int_equal(emulate_decorrelate(cbb + (size_t)fc * m * m, xd + f * m, m,
-							     p.core_w0, cnw, p.ndiag, out), 0);
-			double fbig = 0.0, ibig = 0.0, df = 0.0, di = 0.0, dr = 0.0;
+							     p.core_w0, cnw, p.ndiag, 1, out), 0);
+			double fbig = 0.0, ibig = 0.0, xbig = 0.0, df = 0.0, di = 0.0, dr = 0.0, dx = 0.0;
 			for (int w = 0; w < cnw; w++) {
 				fbig = fmax(fbig, fabs(flux[fc * cnw + w]));
 				ibig = fmax(ibig, fabs(iv[fc * cnw + w]));
@@ -419,13 +424,17 @@ static void test_decorrelate(void **state)
 				di = fmax(di, fabs(out[m + w] - iv[fc * cnw + w]));
 				for (int k = 0; k < nd; k++)
 					dr = fmax(dr, fabs(out[(4 + k) * m + w] - rd[((size_t)fc * nd + k) * cnw + w]));
+				/* the deconvolved flux: the CPU's x (its band solve) */
+				xbig = fmax(xbig, fabs(x[f * m + p.core_w0 + w]));
+				dx = fmax(dx, fabs(out[(4 + nd) * m + w] - x[f * m + p.core_w0 + w]));
 			}
-			assert_true(fbig > 0.0 && ibig > 0.0);
-			worst = fmax(worst, fmax(df / fbig, fmax(di / ibig, dr)));
-			if (df > 1e-11 * fbig || di > 1e-11 * ibig || dr > 1e-11)
-				print_message("# patch %d fibre %d: flux %.3g ivar %.3g rdiag %.3g\n", i, fc,
-					      df / fbig, di / ibig, dr);
-			assert_true(df <= 1e-11 * fbig && di <= 1e-11 * ibig && dr <= 1e-11);
+			assert_true(fbig > 0.0 && ibig > 0.0 && xbig > 0.0);
+			worst = fmax(worst, fmax(fmax(df / fbig, dx / xbig), fmax(di / ibig, dr)));
+			if (df > 1e-11 * fbig || di > 1e-11 * ibig || dr > 1e-11 || dx > 1e-11 * xbig)
+				print_message("# patch %d fibre %d: flux %.3g ivar %.3g rdiag %.3g x %.3g\n",
+					      i, fc, df / fbig, di / ibig, dr, dx / xbig);
+			assert_true(df <= 1e-11 * fbig && di <= 1e-11 * ibig && dr <= 1e-11 &&
+				    dx <= 1e-11 * xbig);
 		}
 		free(work);
 		free(C);
@@ -544,20 +553,22 @@ static void test_spots(void **state)
 
 /* k_write<<<P, THREADS>>>: the core fields into the rows at their columns
  * (col0 shifts them), scaled, zeros for a failed patch; against the
- * layout written out independently. */
-static void test_write(void **state)
+ * layout written out independently.  nfo 9: flux, ivar, chi2pix,
+ * pixmask, 5 diagonals; 10: and the deconvolved flux (xflux, unscaled). */
+static void write_case(int nfo)
 {
-	(void)state;
-	enum { P = 3, CNF = 2, NFO = 9, MW = 10, NFIELD = 9, COL0 = 4 };
+	enum { P = 3, CNF = 2, MAXNFO = 10, MW = 10, COL0 = 4 };
+	const int NFO = nfo, NFIELD = nfo;
 	const int cnw[P] = { 10, 10, 6 }, w0[P] = { 4, 14, 24 }, bad[P] = { 0, 1, 0 };
 	const int grid = 30, ncols = grid - COL0;
-	double core[P * CNF * NFO * MW];
-	float rows[CNF * NFIELD * 26], want[CNF * NFIELD * 26];
+	double core[P * CNF * MAXNFO * MW];
+	float rows[CNF * MAXNFO * 26], want[CNF * MAXNFO * 26];
 	const double dw = 0.8;
 	uint64_t s = 7;
 	for (size_t k = 0; k < sizeof core / sizeof core[0]; k++)
 		core[k] = 1000 * uniform(&s) - 100;
 	memset(rows, 0xff, sizeof rows);
+	memset(want, 0xff, sizeof want);
 	for (int i = 0; i < P; i++)
 		for (int t = 0; t < DSK_THREADS; t++)
 			for (int e = t; e < CNF * NFO * cnw[i]; e += DSK_THREADS)
@@ -573,6 +584,13 @@ static void test_write(void **state)
 					want[(f * NFIELD + k) * ncols + (w0[i] - COL0) + w] = x;
 				}
 	assert_memory_equal(rows, want, sizeof rows);
+}
+
+static void test_write(void **state)
+{
+	(void)state;
+	write_case(9);
+	write_case(10);
 }
 
 /* k_pointers<<<grid, THREADS>>> thread by thread: patch i's pointers are

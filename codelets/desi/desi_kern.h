@@ -415,6 +415,13 @@ DSK_FN void dsk_decor_flux(const double *R, const double *s, const double *xb, i
 	out[m + w] = s[wi] * s[wi];
 }
 
+/* The deconvolved flux x of core bin w (xb: the fibre's x, m bins) into
+ * out[xf m + w], xf the rows' field after the resolution's (desi_batch_t.xflux). */
+DSK_FN void dsk_decor_xflux(const double *xb, int m, int core_w0, int xf, int w, double *out)
+{
+	out[(size_t)xf * m + w] = xb[core_w0 + w];
+}
+
 /* Resolution diagonal k of core bin w (e = k cnw + w) into out[(4 + k) m + w]. */
 DSK_FN void dsk_decor_rdiag(const double *R, int m, int core_w0, int ndiag, int cnw, int e,
 			    double *out)

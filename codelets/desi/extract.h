@@ -92,7 +92,10 @@ size_t desi_extract_work_size(const desi_patch_t *p);
  * [fib0 + f][w0[i] + w].  Results go straight into the subbundle's rows of
  * the frame buffer, float [core_nf][nfield][nwave_grid], fields in the order
  * flux, ivar, chi2pix, pixmask_fraction, then the 2 ndiag + 1 resolution
- * rows; patch i's core lands at grid bins [w0[i], w0[i] + core_nw[i])
+ * rows, then, when xflux is set, the deconvolved flux x of the core
+ * (field 4 + 2 ndiag + 1: the solution of iCov x = y before the
+ * decorrelation, electrons per bin, not divided by dw; the 2-D model's
+ * flux); patch i's core lands at grid bins [w0[i], w0[i] + core_nw[i])
  * (the padded offset of a patch equals its first core grid bin), that is
  * at columns w0[i] - col0 of the rows, with
  * flux / dw and ivar * dw^2 (electron / Angstrom). */
@@ -106,8 +109,15 @@ typedef struct desi_batch {
 	int npix_y, npix_x;   /* image size */
 	int nwave_grid, nfield; /* the rows: [core_nf][nfield][nwave_grid] */
 	int col0;             /* grid bin of the rows' column 0 (0: rows of the whole grid) */
+	int xflux;            /* also the deconvolved flux x as the field after the resolution's */
 	double dw;
 } desi_batch_t;
+
+/* Fields of the rows: 4 + 2 ndiag + 1, and the deconvolved flux with xflux. */
+static inline int desi_batch_fields(const desi_batch_t *b)
+{
+	return 4 + 2 * b->p.ndiag + 1 + (b->xflux != 0);
+}
 
 /* The two phases of the batch, each a graph stage (desi.patch and
  * desi.decorrelate), meeting in `normal`: desi_normal_doubles() doubles,
@@ -130,6 +140,20 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
  * (its rows are left at 0, the others are done). */
 int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
 			   const int32_t *yc, const float *img, const float *ivar, float *rows);
+
+/* The 2-D model of a batch's core (the model image of desi.write
+ * model=true): adds x(f, g) spot(f, g) to `model` [npix_y][npix_x] (float,
+ * host) for every core fibre f and grid bin g of the rows' columns, x read
+ * from the rows' deconvolved-flux field (b->xflux must be set), the spot
+ * (bundle spot [fib0 + core_f0 + f][g + core_w0], uncut by the patch
+ * windows) placed at its corner and clipped to the image.  Each term is
+ * added in double and rounded to float, wavelength-major: g ascending, then
+ * f, then the spot's pixels row by row.  Calls over consecutive column
+ * ranges of one subbundle, in order, therefore add the same terms in the
+ * same order as one call over them all: the image does not depend on how
+ * the subbundle was split into tasks. */
+void desi_model_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			  const int32_t *yc, const float *rows, float *model);
 
 /* CUDA twin: device pointers, batched over the patches (batched Cholesky),
  * asynchronous on stream; scratch: desi_extract_batch_cuda_scratch() bytes

@@ -203,6 +203,10 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 				for (int d = 0; d < nd; d++)
 					row[(4 + (size_t)d) * g + w] =
 						dsk_row_value(rd[((size_t)f * nd + d) * cnw + w], 4 + d, dw, 0);
+				if (b->xflux) {
+					const size_t j = (size_t)(p.core_f0 + f) * p.nwave + p.core_w0 + w;
+					row[(4 + (size_t)nd) * g + w] = dsk_row_value(x[j], 4 + nd, dw, 0);
+				}
 			}
 		}
 	}
@@ -224,6 +228,38 @@ int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int
 		ret = desi_decorrelate_batch_cpu(b, spots, xc, yc, img, ivar, normal, rows);
 	free(normal);
 	return ret;
+}
+
+void desi_model_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
+			  const int32_t *yc, const float *rows, float *model)
+{
+	const desi_patch_t *p = &b->p;
+	const size_t ss = (size_t)p->sy * (size_t)p->sx, g = (size_t)b->nwave_grid;
+	const int xf = 4 + 2 * p->ndiag + 1;
+
+	if (!b->xflux || b->nfield <= xf)
+		return; /* no deconvolved flux in the rows */
+	for (int c = 0; c < b->nwave_grid; c++)
+		for (int f = 0; f < p->core_nf; f++) {
+			const double x = rows[((size_t)f * b->nfield + xf) * g + c];
+			const size_t j = (size_t)(b->fib0 + p->core_f0 + f) * (size_t)b->nfullwave +
+					 (size_t)(b->col0 + c + p->core_w0);
+			if (x == 0.0)
+				continue; /* a failed patch, or nothing to add */
+			const double *s = spots + j * ss;
+			for (int iy = 0; iy < p->sy; iy++) {
+				const long long r = (long long)yc[j] + iy;
+				if (r < 0 || r >= b->npix_y)
+					continue;
+				float *out = model + (size_t)r * (size_t)b->npix_x;
+				for (int ix = 0; ix < p->sx; ix++) {
+					const long long q = (long long)xc[j] + ix;
+					const double v = x * s[iy * p->sx + ix];
+					if (q >= 0 && q < b->npix_x)
+						out[q] = (float)((double)out[q] + v);
+				}
+			}
+		}
 }
 
 /* ---- nominal costs (extract.h) ---- */

@@ -29,6 +29,17 @@
  *   desi.stitch       per chunk, a CPU task copies its rows into its
  *                     subbundle's rows of the frame (a partition of it);
  *                     the last tile gathers the partition, asynchronously.
+ *                     When the frame's writer asks for the 2-D model
+ *                     (desi_frame_model(), from its run(), before any
+ *                     tile), the rows also carry the deconvolved flux and
+ *                     a CPU task per chunk adds the chunk's spots times it
+ *                     into the model image.  These tasks all write that one
+ *                     image (RW), so StarPU runs them one after the other
+ *                     in submission order, subbundle by subbundle and
+ *                     along the wavelengths: the image is the same for any
+ *                     number of workers and any `tile:` (extract.h,
+ *                     desi_model_batch_cpu()).  They read the bundle's spots
+ *                     before its slot is reused, as the patch tasks do.
  *
  * No stage waits for another: StarPU's implicit dependencies on the data
  * handles order a chunk's three tasks and let everything else overlap.
@@ -76,7 +87,7 @@ struct desi_chunk {
 	int slot, normal;   /* spots slot, normal-equations buffer */
 	size_t nrows;       /* floats of the chunk's rows */
 	starpu_data_handle_t hrows;
-	struct desi_task_arg a_patch, a_decor, a_stitch;
+	struct desi_task_arg a_patch, a_decor, a_stitch, a_model;
 };
 
 struct desi_job {
@@ -102,7 +113,12 @@ struct desi_job {
 	starpu_data_handle_t *normals;
 	int nnormals, next_normal, chunk;
 	double regularize, psferr;
-	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch;
+	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch, *ctx_model;
+	int tiles_started; /* the first tile was submitted */
+	/* The 2-D model, when asked for (desi_frame_model()): [img.ny][img.nx] */
+	int model;
+	float *model_img;
+	starpu_data_handle_t hmodel;
 };
 
 /* Port types "desi.spots", "desi.normal" and "desi.rows": the job, at the
@@ -233,7 +249,8 @@ static void decorrelate_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-/* Copies the chunk's rows into its columns of the subbundle's frame rows. */
+/* Copies the chunk's rows into its columns of the subbundle's frame rows
+ * (the frame's DESI_NFIELD fields: not the deconvolved flux). */
 static void stitch_cpu(void *buffers[], void *cl_arg)
 {
 	const struct desi_task_arg *a = cl_arg;
@@ -243,9 +260,24 @@ static void stitch_cpu(void *buffers[], void *cl_arg)
 	const size_t grid = (size_t)a->ch->sub->batch.nwave_grid;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	for (int r = 0; r < b->p.core_nf * b->nfield; r++)
-		memcpy(dst + (size_t)r * grid + b->col0, src + (size_t)r * b->nwave_grid,
-		       (size_t)b->nwave_grid * sizeof *dst);
+	for (int f = 0; f < b->p.core_nf; f++)
+		for (int k = 0; k < DESI_NFIELD; k++)
+			memcpy(dst + ((size_t)f * DESI_NFIELD + k) * grid + b->col0,
+			       src + ((size_t)f * b->nfield + k) * b->nwave_grid,
+			       (size_t)b->nwave_grid * sizeof *dst);
+}
+
+/* Adds the chunk's part of the 2-D model into the model image. */
+static void model_cpu(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	desi_model_batch_cpu(&a->ch->batch, (const double *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			     (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
+			     (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[3]),
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			     (float *)STARPU_VECTOR_GET_PTR(buffers[4]));
 }
 
 /* Patch and decorrelate tasks of a chunk: what their cost follows, the
@@ -289,6 +321,9 @@ SP_CODELET(decor_cl, "desi_decorrelate", decorrelate_cpu, SP_CUDA(decorrelate_cu
 /* Chunks of one subbundle write disjoint columns of its rows: any order. */
 SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R,
 	   STARPU_RW | STARPU_COMMUTE);
+/* Rows, spots, xc, yc; the model image RW (not COMMUTE): in submission order. */
+SP_CODELET(model_cl, "desi_model", model_cpu, SP_NO_CUDA, NULL, NULL, 5, STARPU_R, STARPU_R,
+	   STARPU_R, STARPU_R, STARPU_RW);
 
 /* ---- the job ---- */
 
@@ -321,6 +356,9 @@ static void job_unref(struct desi_job *j)
 			starpu_data_partition_clean(j->hframe, (unsigned)j->nsubs, j->parts);
 		starpu_data_unregister(j->hframe);
 	}
+	if (j->hmodel != NULL)
+		starpu_data_unregister(j->hmodel);
+	starpu_free(j->model_img);
 	starpu_free(j->buf);
 	for (int s = 0; j->subs != NULL && s < j->nsubs; s++)
 		free(j->subs[s].geom);
@@ -428,7 +466,8 @@ static int plan_subbundle(struct desi_job *j, struct desi_sub *su, const double 
 		       .regularize = j->regularize, .psferr = j->psferr },
 		.np = npw, .ymin = ymin, .ny = ny, .xmin = xmin, .nx = nx, .w0 = w0, .core_nw = cnw,
 		.fib0 = f0, .nfullwave = pl->nfullwave, .npix_y = j->iv->img.ny,
-		.npix_x = j->iv->img.nx, .nwave_grid = pl->nwave, .nfield = DESI_NFIELD, .col0 = 0,
+		.npix_x = j->iv->img.nx, .nwave_grid = pl->nwave,
+		.nfield = DESI_NFIELD + (j->model ? 1 : 0), .col0 = 0, .xflux = j->model,
 		.dw = pl->dw,
 	};
 	return 0;
@@ -596,6 +635,7 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	(void)in;
 	if (ts >= j->nsubs)
 		return SP_TILE_END;
+	j->tiles_started = 1;
 	int t = j->subs[ts].bundle;
 	if (j->sub0[t] != ts)
 		return 0;
@@ -783,8 +823,36 @@ static int stitch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	fr->image_path = j->iv->path;
 	fr->fibermap_path = j->iv->fibermap;
 	fr->heliocor = j->heliocor;
+	fr->ntiles = j->nsubs;
 	j->ctx_stitch = sp_item_taskctx(item, st, "desi_stitch");
 	return j->ctx_stitch == NULL ? SP_ENOMEM : 0;
+}
+
+int desi_frame_model(desi_frame_val_t *fr, sp_item_t *item, const sp_gstage_t *st)
+{
+	struct desi_job *j = fr->job;
+	const size_t npix = (size_t)j->iv->img.ny * (size_t)j->iv->img.nx;
+
+	if (j->model)
+		goto out;
+	if (j->tiles_started)
+		return sp_status_set(sp_item_status(item), SP_EINVAL,
+				     "%s: stage '%s' asks for the 2-D model after the extraction "
+				     "was submitted: it must follow the desi.stitch stage in the graph",
+				     j->iv->path, st->name);
+	if (starpu_malloc((void **)&j->model_img, npix * sizeof *j->model_img) != 0)
+		return sp_status_set(sp_item_status(item), SP_ENOMEM,
+				     "%s: cannot allocate the 2-D model (%zu pixels)", j->iv->path,
+				     npix);
+	memset(j->model_img, 0, npix * sizeof *j->model_img);
+	starpu_vector_data_register(&j->hmodel, STARPU_MAIN_RAM, (uintptr_t)j->model_img,
+				    (uint32_t)npix, sizeof *j->model_img);
+	j->model = 1;
+out:
+	fr->model_ny = j->iv->img.ny;
+	fr->model_nx = j->iv->img.nx;
+	fr->hmodel = j->hmodel;
+	return 0;
 }
 
 /* Subbundle t's chunks into the frame; after the last one, the frame is
@@ -794,8 +862,10 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 {
 	struct desi_job *j = ((desi_frame_val_t *)out)->job;
 	int ret = 0;
-	(void)st;
 	(void)in;
+	if (j->model && j->ctx_model == NULL &&
+	    (j->ctx_model = sp_item_taskctx(item, st, "desi_model")) == NULL)
+		return SP_ENOMEM;
 	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
 		struct desi_chunk *ch = &j->chunks[c];
 		ch->a_stitch = (struct desi_task_arg){ j->ctx_stitch, ch };
@@ -803,6 +873,15 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 		ret = starpu_task_insert(&stitch_cl, STARPU_R, ch->hrows, STARPU_RW | STARPU_COMMUTE,
 					 j->parts[ch->isub], STARPU_CL_ARGS_NFREE, &ch->a_stitch,
 					 sizeof ch->a_stitch, SP_TASK_ARGS(j->ctx_stitch), 0);
+		if (ret == 0 && j->model) {
+			struct desi_slot *sl = &j->slots[ch->slot];
+			ch->a_model = (struct desi_task_arg){ j->ctx_model, ch };
+			sp_taskctx_submitting(j->ctx_model);
+			ret = starpu_task_insert(&model_cl, STARPU_R, ch->hrows, STARPU_R, sl->hspots,
+						 STARPU_R, sl->hxc, STARPU_R, sl->hyc, STARPU_RW,
+						 j->hmodel, STARPU_CL_ARGS_NFREE, &ch->a_model,
+						 sizeof ch->a_model, SP_TASK_ARGS(j->ctx_model), 0);
+		}
 		if (ret == 0) {
 			starpu_data_unregister_submit(ch->hrows);
 			ch->hrows = NULL;
@@ -943,11 +1022,12 @@ const sp_stage_kind_t sp_desi_decorrelate_kind = {
 
 const sp_stage_kind_t sp_desi_stitch_kind = {
 	.name = "desi.stitch",
-	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written)",
+	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written); "
+		"the 2-D model image when desi.write asks for it (model=true)",
 	SP_KIND_INPUTS(stitch_inputs),
 	SP_KIND_OUTPUTS(stitch_outputs),
 	.impl = SP_IMPL_CPU,
-	.codelets = "desi_stitch",
+	.codelets = "desi_stitch desi_model",
 	.run = stitch_run,
 	.run_tile = stitch_tile,
 };

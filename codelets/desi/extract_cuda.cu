@@ -53,7 +53,8 @@ extern "C" {
  *     syevj one block at a time would be ~250 library calls per
  *     subbundle.  Then, as block_finish() in extract_cpu.c: Q = W W' with
  *     W = V diag(ev^-1/4), s = row sums, R = Q / s, flux = R x, ivar = s^2,
- *     the resolution diagonals.
+ *     the resolution diagonals; with xflux, the deconvolved flux x of the
+ *     core too (the 2-D model's flux, desi.write model=true).
  *  6. k_chi2pix (per pixel: model = A x, in the CPU's column order, and
  *     the chi2 and tivar > 0 maps), k_chi2core (per core column:
  *     chi2pix, pixmask_fraction).
@@ -86,7 +87,7 @@ namespace {
 
 struct common {
 	int nfib, m, n, sy, sx, core_f0, core_nf, core_w0, ndiag, nd, nf_out;
-	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield, col0;
+	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield, col0, xflux;
 	double regularize, psferr, dw;
 };
 
@@ -134,7 +135,7 @@ static layout make_layout(const desi_batch_t *b, phase ph)
 {
 	layout L = {};
 	const size_t m = (size_t)b->p.nwave, n = (size_t)b->p.nfib * m;
-	const size_t k = (size_t)b->p.core_nf * m, nf_out = 4 + 2 * (size_t)b->p.ndiag + 1;
+	const size_t k = (size_t)b->p.core_nf * m, nf_out = (size_t)desi_batch_fields(b);
 	L.cap = b->np < CHUNK ? b->np : CHUNK;
 	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
 		size_t s = 0;
@@ -337,6 +338,9 @@ __global__ void k_decorrelate(common c, geom g, const double *cbb, const double 
 		dsk_decor_flux(A, s, xb, m, c.core_w0, w, out);
 	for (int e = tid; e < nd * cnw; e += nt)
 		dsk_decor_rdiag(A, m, c.core_w0, c.ndiag, cnw, e, out);
+	if (c.xflux)
+		for (int w = tid; w < cnw; w += nt)
+			dsk_decor_xflux(xb, m, c.core_w0, c.nf_out - 1, w, out);
 }
 
 /* Per pixel: the model A x, then the chi2 and (tivar > 0) maps. */
@@ -440,7 +444,8 @@ static common common_of(const desi_batch_t *b)
 	c.core_w0 = p->core_w0;
 	c.ndiag = p->ndiag;
 	c.nd = 2 * p->ndiag + 1;
-	c.nf_out = 4 + c.nd;
+	c.xflux = b->xflux != 0;
+	c.nf_out = desi_batch_fields(b);
 	c.fib0 = b->fib0;
 	c.nfullwave = b->nfullwave;
 	c.npix_y = b->npix_y;
@@ -481,7 +486,7 @@ static int check_batch(const desi_batch_t *b)
 {
 	const desi_patch_t *p = &b->p;
 	if (p->nwave <= 0 || p->nfib <= 0 || p->core_nf <= 0 || p->core_f0 < 0 ||
-	    p->core_f0 + p->core_nf > p->nfib || b->nfield < 4 + 2 * p->ndiag + 1 || p->core_w0 < 0)
+	    p->core_f0 + p->core_nf > p->nfib || b->nfield < desi_batch_fields(b) || p->core_w0 < 0)
 		return SP_EINVAL;
 	for (int i = 0; i < b->np; i++)
 		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > p->nwave)

@@ -1,6 +1,8 @@
 /* DESI frame I/O with CFITSIO: the pre-processed CCD image in, the extracted frame out. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <config.h>
+
 #include "frame_io.h"
 #include "../../src/fsutil.h"
 
@@ -808,5 +810,83 @@ out:
 		close_quietly(fm);
 	close_quietly(in);
 	scores_free(&sc);
+	return rc;
+}
+
+int desi_model_write_into(const char *tmp, const char *path, const desi_model_t *m,
+			  const char *image_path, sp_err_t *err)
+{
+	fitsfile *out = NULL, *in = NULL;
+	int status = 0, rc = 0;
+	const char *what = "cannot write MODEL";
+
+	if (m == NULL || m->ny < 1 || m->nx < 1 || m->pix == NULL || m->nspec < 1)
+		return sp_seterr(err, SP_EINVAL, "%s: %s: incomplete model", path, __func__);
+	if (image_path != NULL && (rc = open_input(image_path, &in, err)) != 0)
+		return rc;
+	/* as the frame: the set's temporary is replaced in place */
+	unlink(tmp);
+	if (fits_create_diskfile(&out, tmp, &status) != 0) {
+		out = NULL;
+		rc = fits_fail(err, SP_EIO, path, "cannot create the temporary file", status);
+		goto out;
+	}
+	long n2[2] = { m->nx, m->ny };
+	int specmax = m->specmin + m->nspec - 1;
+	char creator[64];
+	snprintf(creator, sizeof creator, "starpipe %s", PACKAGE_VERSION);
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "MODEL", "electron", m->pix, &status) != 0)
+		goto fail;
+	if (in != NULL) {
+		what = "cannot copy the header of the input image";
+		if (fits_movnam_hdu(in, IMAGE_HDU, "IMAGE", 0, &status) != 0) {
+			status = 0;
+			fits_clear_errmsg();
+			fits_movabs_hdu(in, 1, NULL, &status);
+		}
+		if (status != 0 || copy_header(in, out, &status) != 0)
+			goto fail;
+	}
+	what = "cannot write the MODEL header";
+	/* after the image's cards: ours win over any of the same name */
+	fits_update_key(out, TSTRING, "EXTNAME", "MODEL", NULL, &status);
+	fits_update_key(out, TSTRING, "BUNIT", "electron", NULL, &status);
+	fits_update_key(out, TSTRING, "CREATOR", creator, "2-D model of the extraction by starpipe",
+			&status);
+	fits_update_key_longstr(out, "IN_IMG", (char *)(m->in_img ? m->in_img : ""), "Input image",
+				&status);
+	fits_update_key_longstr(out, "IN_PSF", (char *)(m->in_psf ? m->in_psf : ""), "Input PSF",
+				&status);
+	fits_update_key(out, TINT, "SPECMIN", (void *)&m->specmin, "First spectrum modelled",
+			&status);
+	fits_update_key(out, TINT, "SPECMAX", &specmax, "Last spectrum modelled", &status);
+	fits_update_key(out, TDOUBLE, "WAVEMIN", (void *)&m->wmin,
+			"First wavelength modelled [Angstrom]", &status);
+	fits_update_key(out, TDOUBLE, "WAVEMAX", (void *)&m->wmax,
+			"Last wavelength modelled [Angstrom]", &status);
+	fits_write_comment(out,
+			   "starpipe's 2-D model: the sum over every extracted spectrum and grid "
+			   "wavelength of its PSF spot times its deconvolved flux (the solution "
+			   "of A'NA f = A'Np before decorrelation), from the patch where it is "
+			   "core; residual = IMAGE - MODEL.", &status);
+	if (status != 0 || fits_write_chksum(out, &status) != 0)
+		goto fail;
+	what = "cannot close the temporary file";
+	if (fits_close_file(out, &status) != 0) {
+		out = NULL;
+		goto fail;
+	}
+	rc = 0;
+	goto out;
+
+fail:
+	rc = fits_fail(err, SP_EIO, path, what, status);
+	if (out != NULL) {
+		int st = 0;
+		fits_delete_file(out, &st);
+	}
+	fits_clear_errmsg();
+out:
+	close_quietly(in);
 	return rc;
 }

@@ -94,4 +94,25 @@ int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image
 int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t *fr,
 			  const char *image_path, sp_err_t *err);
 
+/* The 2-D model image of a frame (desi.write model=true; desispec's
+ * -m/--model): sum over the extracted spectra specmin .. specmin+nspec-1
+ * and grid wavelengths wmin .. wmax of spot x deconvolved flux. */
+typedef struct desi_model {
+	int ny, nx;         /* the CCD image's shape */
+	const float *pix;   /* [ny][nx], electrons */
+	int specmin, nspec;
+	double wmin, wmax;  /* the grid's first and last wavelengths (Angstrom) */
+	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */
+} desi_model_t;
+
+/* Writes the model as the primary HDU, float32 [ny][nx], EXTNAME 'MODEL'
+ * (gpu_specter's name), BUNIT 'electron', the input image's IMAGE header
+ * cards (as the frame's FLUX), then IN_IMG, IN_PSF, SPECMIN, SPECMAX,
+ * WAVEMIN, WAVEMAX and CREATOR 'starpipe <version>', with a COMMENT giving
+ * the definition; into `tmp`, a temporary of an output set (src/fsutil.h)
+ * that the caller commits; `path` is the final name, for messages.  On
+ * failure the temporary is removed. */
+int desi_model_write_into(const char *tmp, const char *path, const desi_model_t *m,
+			  const char *image_path, sp_err_t *err);
+
 #endif /* SP_DESI_FRAME_IO_H */
