@@ -1,7 +1,12 @@
 /* DESI frame I/O with CFITSIO: the pre-processed CCD image in, the extracted frame out. */
 #define _POSIX_C_SOURCE 200809L
 
+#ifdef HAVE_CONFIG_H
 #include <config.h>
+#endif
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "(unknown version)" /* built outside the build system: tools/fuzz */
+#endif
 
 #include "frame_io.h"
 #include "../../src/fsutil.h"
