@@ -552,10 +552,11 @@ static void test_tiff_formats(void **state)
 			o.big_endian = lay[l].big && o.predictor != PREDICTOR_FLOATINGPOINT;
 			assert_int_equal(tiffw_write(path, img, TNY, TNX, &o), 0);
 			free(img);
-			apple_tiff_t h;
+			apple_micfile_t m;
 			sp_err_t err = { 0, "" };
 			float *d = NULL;
-			int rc = apple_tiff_load_f32(path, &h, &d, &err);
+			int rc = apple_micfile_load_f32(path, &m, &d, &err);
+			const apple_tiff_t h = m.tiff;
 			size_t bad = 0, first = 0;
 			for (size_t e = TNY * TNX; rc == 0 && e-- > 0;)
 				if (memcmp(&d[e], &want[e], sizeof(float)) != 0) {

@@ -402,22 +402,3 @@ int apple_tiff_read_f32(const char *path, const apple_tiff_t *hdr, float *out, s
 						 e / nx, e % nx, (double)out[e]);
 	return rc;
 }
-
-int apple_tiff_load_f32(const char *path, apple_tiff_t *hdr, float **data, sp_err_t *err)
-{
-	*data = NULL;
-	int rc = apple_tiff_open(path, hdr, err);
-	if (rc != 0)
-		return rc;
-	float *d = malloc((size_t)hdr->ny * (size_t)hdr->nx * sizeof *d);
-	if (d == NULL)
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory for a %d x %d image", path,
-				 hdr->ny, hdr->nx);
-	rc = apple_tiff_read_f32(path, hdr, d, err);
-	if (rc != 0) {
-		free(d);
-		return rc;
-	}
-	*data = d;
-	return 0;
-}

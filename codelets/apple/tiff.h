@@ -63,9 +63,4 @@ int apple_tiff_open(const char *path, apple_tiff_t *hdr, sp_err_t *err);
  * no meaning. */
 int apple_tiff_read_f32(const char *path, const apple_tiff_t *hdr, float *out, sp_err_t *err);
 
-/* apple_tiff_open() + malloc + apple_tiff_read_f32(): on success *data is
- * a malloc'ed float[ny][nx] that the caller frees; on failure it is NULL.
- * Returns the codes of both, or SP_ENOMEM. */
-int apple_tiff_load_f32(const char *path, apple_tiff_t *hdr, float **data, sp_err_t *err);
-
 #endif /* SP_APPLE_TIFF_H */

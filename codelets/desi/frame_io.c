@@ -488,6 +488,18 @@ static int copy_header(fitsfile *in, fitsfile *out, int *status)
 }
 
 /* A new image HDU with EXTNAME (and BUNIT if given), holding data. */
+/* copy_header() from the input's IMAGE HDU (its primary HDU when it has
+ * none) into out's current HDU. */
+static int copy_image_header(fitsfile *in, fitsfile *out, int *status)
+{
+	if (fits_movnam_hdu(in, IMAGE_HDU, "IMAGE", 0, status) != 0) {
+		*status = 0;
+		fits_clear_errmsg();
+		fits_movabs_hdu(in, 1, NULL, status);
+	}
+	return *status != 0 ? *status : copy_header(in, out, status);
+}
+
 static int put_image(fitsfile *out, int bitpix, int type, int naxis, const long *naxes,
 		     const char *extname, const char *bunit, const void *data, int *status)
 {
@@ -740,16 +752,9 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "FLUX", "electron/Angstrom", fr->flux,
 		      &status) != 0)
 		goto fail;
-	if (in != NULL) {
-		what = "cannot copy the header of the input image";
-		if (fits_movnam_hdu(in, IMAGE_HDU, "IMAGE", 0, &status) != 0) {
-			status = 0;
-			fits_clear_errmsg();
-			fits_movabs_hdu(in, 1, NULL, &status);
-		}
-		if (status != 0 || copy_header(in, out, &status) != 0)
-			goto fail;
-	}
+	what = "cannot copy the header of the input image";
+	if (in != NULL && copy_image_header(in, out, &status) != 0)
+		goto fail;
 	what = "cannot write the FLUX header";
 	fits_update_key(out, TINT, "NSPEC", (void *)&fr->nspec, "Number of spectra", &status);
 	fits_update_key(out, TINT, "SPECMIN", (void *)&fr->specmin, "First spectrum", &status);
@@ -842,16 +847,9 @@ int desi_model_write_into(const char *tmp, const char *path, const desi_model_t 
 	snprintf(creator, sizeof creator, "starpipe %s", PACKAGE_VERSION);
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "MODEL", "electron", m->pix, &status) != 0)
 		goto fail;
-	if (in != NULL) {
-		what = "cannot copy the header of the input image";
-		if (fits_movnam_hdu(in, IMAGE_HDU, "IMAGE", 0, &status) != 0) {
-			status = 0;
-			fits_clear_errmsg();
-			fits_movabs_hdu(in, 1, NULL, &status);
-		}
-		if (status != 0 || copy_header(in, out, &status) != 0)
-			goto fail;
-	}
+	what = "cannot copy the header of the input image";
+	if (in != NULL && copy_image_header(in, out, &status) != 0)
+		goto fail;
 	what = "cannot write the MODEL header";
 	/* after the image's cards: ours win over any of the same name */
 	fits_update_key(out, TSTRING, "EXTNAME", "MODEL", NULL, &status);
