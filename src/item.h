@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "graph.h"
+#include "sim_host.h"
 
 /* The first error of an item; set from any worker thread. */
 typedef struct sp_status {
@@ -100,15 +101,26 @@ void sp_task_join(struct starpu_task **task);
 #ifdef SP_HAVE_CUDA
 #define SP_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
 #elif defined(SP_SIMGRID)
-/* starpipe-sim: no codelet runs; a stand-in lets StarPU place the task on a
- * simulated GPU, for the time its CUDA performance model gives. */
-void sp__sim_cuda_stub(void *buffers[], void *cl_arg);
-#define SP_CUDA(fn) .cuda_funcs = { sp__sim_cuda_stub },
+/* starpipe-sim: no codelet runs; stand-ins (src/sim_host.h) charge each task
+ * its model's time, with the platform's host model applied, and let StarPU
+ * place tasks on simulated GPUs. */
+#define SP_CUDA(fn) .cuda_funcs = { sp__sim_cuda_task },
 #else
 #define SP_CUDA(fn)
 #endif
 #define SP_NO_CUDA
+#ifdef SP_SIMGRID
+#define SP__CPU_FUNCS(cpu) .cpu_funcs = { sp__sim_cpu_task }, \
+	.flags = STARPU_CODELET_SIMGRID_EXECUTE,
+/* the kernel is not called, but stays referenced */
+#define SP__CPU_REF(var, cpu) \
+	static void (*const var##_cpu_ref)(void *[], void *) __attribute__((unused)) = cpu;
+#else
+#define SP__CPU_FUNCS(cpu) .cpu_funcs = { cpu },
+#define SP__CPU_REF(var, cpu)
+#endif
 #define SP_CODELET(var, name_, cpu, cuda, footprint_, size_base_, nb, ...) \
+	SP__CPU_REF(var, cpu)                                              \
 	static struct starpu_perfmodel var##_model = {                     \
 		.type = STARPU_HISTORY_BASED,                              \
 		.symbol = name_,                                           \
@@ -116,7 +128,7 @@ void sp__sim_cuda_stub(void *buffers[], void *cl_arg);
 		.size_base = size_base_,                                   \
 	};                                                                 \
 	static struct starpu_codelet var = {                     \
-		.cpu_funcs = { cpu },                            \
+		SP__CPU_FUNCS(cpu)                               \
 		cuda                                             \
 		.nbuffers = nb,                                  \
 		.modes = { __VA_ARGS__ },                        \

@@ -26,6 +26,7 @@
 #include "cuda_handles.h"
 #endif
 #include "json.h"
+#include "sim_host.h"
 
 /*
  * DESIGN: the statistics are written by task callbacks (any worker thread)
@@ -334,6 +335,18 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 
 	/* This StarPU's CPU cap (Debian's binary: 4) must never hide cores
 	 * silently: say so once, here and in the report. */
+#ifdef SP_SIMGRID
+	{
+		const char *hmf = getenv("SP_SIM_HOST_MODEL");
+		if (hmf == NULL || strcmp(hmf, "none") != 0) {
+			ret = sp_sim_host_init(rt.pmdir, getenv("STARPU_HOSTNAME"), hmf, err);
+			if (ret != 0) {
+				starpu_shutdown();
+				return ret;
+			}
+		}
+	}
+#endif
 	rt.cores = sysconf(_SC_NPROCESSORS_ONLN);
 	rt.cap_note[0] = '\0';
 	long want = c->ncpus < 0 ? rt.cores : c->ncpus;

@@ -336,14 +336,14 @@ static void job_unref(struct desi_job *j)
 			starpu_data_unregister(j->chunks[c].hrows);
 	for (int k = 0; j->normals != NULL && k < j->nnormals; k++)
 		if (j->normals[k] != NULL)
-			starpu_data_unregister(j->normals[k]);
+			sp_data_unregister(j->normals[k]);
 	for (int s = 0; j->slots != NULL && s < j->nslots; s++) {
 		struct desi_slot *sl = &j->slots[s];
 		if (sl->hparams != NULL) {
 			starpu_data_unregister(sl->hparams);
-			starpu_data_unregister(sl->hspots);
-			starpu_data_unregister(sl->hxc);
-			starpu_data_unregister(sl->hyc);
+			sp_data_unregister(sl->hspots);
+			sp_data_unregister(sl->hxc);
+			sp_data_unregister(sl->hyc);
 		}
 		starpu_free(sl->params);
 		free(sl->arg);
@@ -643,10 +643,14 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	int s0, ns;
 	desi_plan_bundle(pl, t, &s0, &ns);
 	starpu_data_acquire(sl->hparams, STARPU_W);
+	/* the driver thread's own work: starpipe-sim charges its time */
+	sp_hostwork_t hw;
+	sp_hostwork_begin(&hw, "desi.plan_bundle");
 	desi_psf_params(j->psf, s0, ns, j->fullwave, pl->nfullwave, sl->params);
 	int rc = 0;
 	for (int s = j->sub0[t]; s < j->sub0[t + 1] && rc == 0; s++)
 		rc = plan_subbundle(j, &j->subs[s], sl->params, ns);
+	sp_hostwork_end(&hw);
 	starpu_data_release(sl->hparams);
 	if (rc != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);

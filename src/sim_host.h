@@ -1,0 +1,96 @@
+/* starpipe-sim's host model: what a node's performance models cannot know. */
+#ifndef SP_SIM_HOST_H
+#define SP_SIM_HOST_H
+
+/*
+ * DESIGN: a history model is the mean time of a codelet measured in whatever
+ * load it was calibrated in.  On a real node a task's time also depends on
+ * what runs beside it, and the simulator charged none of that (issue 22:
+ * -32 % to -66 % on the H200 node's mixed runs).  The host model adds three
+ * things, each with its parameters in the platform's file
+ * PMDIR/starpipe-sim/HOST.conf (key = value; doc/scheduling.md says how each
+ * was calibrated, tools/fit-host-model derives them from a real sweep):
+ *
+ * - CPU contention: a CPU task of codelet C progresses at 1 / (a + b (k - 1))
+ *   of its model's speed while k CPU workers run tasks (k counts it; the
+ *   rate follows k as other tasks start and end): `cpu_slowdown.C = a b`,
+ *   `cpu_slowdown.default` for the others.
+ * - Host starvation: when the StarPU workers' threads (CPU workers + CUDA
+ *   workers) take every core (`cores`), starpipe's own threads (the item
+ *   drivers, which plan and submit) and the CUDA drivers' launches share
+ *   cores with them: CPU tasks without a cpu_slowdown line take
+ *   `starved_cpu_slowdown` times their model, and the drivers' host work
+ *   `starved_host_slowdown` times.  (GPU tasks keep their model's time: on
+ *   the real node their median did not move with the CPUs' load.)
+ * - The drivers' host work: the computations an item's driver thread does
+ *   itself (DESI's per-bundle PSF sums, `desi.plan_bundle`) take no
+ *   simulated time unless charged: `host_work_s.NAME = seconds` per call
+ *   (deterministic), else this machine's thread CPU time times
+ *   `host_time_scale` when that is set (the platform's core against this
+ *   one; 0, the default: not charged); each item's end charges
+ *   `item_commit_s` (the outputs' fsync and rename, which the simulator
+ *   skips).
+ * - Pinned memory: on a GPU node StarPU allocates main-memory replicas
+ *   pinned (cudaHostAlloc; StarPU's simulator already charges the
+ *   allocation, 0.65 ms per MiB), and releasing them costs the thread that
+ *   unregisters: `pinned_free_s_per_GiB` (sp_data_unregister()).
+ *
+ * Without the file (or in `starpipe`, where tasks really run) all of this is
+ * off and a simulated task takes its model's time, as StarPU charges it.
+ */
+
+#include <stdio.h>
+
+#include <starpu.h>
+
+#include "error.h"
+
+#ifdef SP_SIMGRID
+/* Loads PMDIR/starpipe-sim/HOST.conf when it exists (path NULL: look there;
+ * else that file), after starpu_init (it reads the worker counts).  Returns
+ * 0, or SP_EINVAL with err naming the file and line. */
+int sp_sim_host_init(const char *pmdir, const char *host, const char *path, sp_err_t *err);
+
+/* The file loaded, or NULL. */
+const char *sp_sim_host_file(void);
+
+/* Whether the run is starved (workers' threads >= the platform's cores). */
+int sp_sim_host_starved(void);
+
+/* The codelets' stand-ins (SP_CODELET in a SimGrid build).  The CPU one
+ * (STARPU_CODELET_SIMGRID_EXECUTE) charges the task's model time with the
+ * host model applied.  The CUDA one is asynchronous, as the real codelets
+ * are (StarPU then charges the model's time on the simulated GPU's pipeline
+ * itself); it is only called directly, for a reduction's replica, and does
+ * nothing. */
+void sp__sim_cpu_task(void *buffers[], void *cl_arg);
+void sp__sim_cuda_task(void *buffers[], void *cl_arg);
+
+/* Brackets a driver thread's own computation: charged in simulated time. */
+typedef struct { double t0; const char *name; } sp_hostwork_t;
+void sp_hostwork_begin(sp_hostwork_t *w, const char *name);
+void sp_hostwork_end(sp_hostwork_t *w);
+
+/* An item's end: charges item_commit_s. */
+void sp_sim_item_end(void);
+
+/* Unregisters h (as starpu_data_unregister); a handle StarPU allocated
+ * (registered with home node -1) that has a main-memory replica charges
+ * `pinned_free_s_per_GiB` for it: that replica is pinned memory on a GPU
+ * node, and unpinning it is the driver thread's work. */
+void sp_data_unregister(starpu_data_handle_t h);
+#else
+static inline void sp_data_unregister(starpu_data_handle_t h)
+{
+	starpu_data_unregister(h);
+}
+typedef struct { int unused; } sp_hostwork_t;
+static inline void sp_hostwork_begin(sp_hostwork_t *w, const char *name)
+{
+	(void)w;
+	(void)name;
+}
+static inline void sp_hostwork_end(sp_hostwork_t *w) { (void)w; }
+#endif
+
+#endif
