@@ -119,8 +119,14 @@ void sp_task_join(struct starpu_task **task);
 #define SP__CPU_FUNCS(cpu) .cpu_funcs = { cpu },
 #define SP__CPU_REF(var, cpu)
 #endif
+void sp__codelet_register(struct starpu_codelet *cl); /* sched_hp.h */
 #define SP_CODELET(var, name_, cpu, cuda, footprint_, size_base_, nb, ...) \
 	SP__CPU_REF(var, cpu)                                              \
+	static struct starpu_codelet var;                                  \
+	__attribute__((constructor)) static void var##_register(void)     \
+	{                                                                  \
+		sp__codelet_register(&var);                                \
+	}                                                                  \
 	static struct starpu_perfmodel var##_model = {                     \
 		.type = STARPU_HISTORY_BASED,                              \
 		.symbol = name_,                                           \

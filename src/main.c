@@ -66,7 +66,8 @@ static const char usage_text[] =
 	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
 	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
 	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
-	"      --inflight N         work items driven at once (default 2)\n"
+	"      --inflight N         work items driven at once (default 2; 2 + 4 per GPU on a\n"
+	"                           node with GPUs)\n"
 	"      --report FILE.json   write the run report as JSON\n"
 	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
 	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
@@ -211,7 +212,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	int o, r = 0;
 	char *end;
 
-	c->inflight = 2;
+	c->inflight = 0; /* 0: sp_run() decides from the workers */
 	while ((o = getopt_long(argc, argv, "s:i:o:qvhV", lo, NULL)) != -1) {
 		switch (o) {
 		case 's': {
@@ -440,7 +441,15 @@ static int cmd_models(const struct cli *c)
 		if (used)
 			n = add_symbols(k[i]->codelets, syms, n, sizeof syms / sizeof syms[0]);
 	}
-	int ret = sp_runtime_models(dir, syms, n, stdout, &err);
+	/* through a buffer: the entries tools/sim-node invented get flagged */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	int ret = mem != NULL ? sp_runtime_models(dir, syms, n, mem, &err)
+			      : sp_seterr(&err, SP_ENOMEM, "out of memory");
+	if (mem != NULL && fclose(mem) == 0 && text != NULL)
+		sp_tune_flag_estimated(text, stdout);
+	free(text);
 	if (ret != 0)
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 	for (size_t i = 0; i < n; i++)
@@ -637,6 +646,7 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	(void)signal_main;
 #endif
 	conf.scheduler = rt_value(c, g, rt_index("scheduler"));
+	conf.graph = g;
 	conf.ncpus = (int)sp_param_int(rt_value(c, g, rt_index("ncpus")));
 	conf.ncuda = (int)sp_param_int(rt_value(c, g, rt_index("ncuda")));
 	conf.workers_per_gpu = (int)sp_param_int(rt_value(c, g, rt_index("workers_per_gpu")));

@@ -26,6 +26,7 @@
 #include "cuda_handles.h"
 #endif
 #include "json.h"
+#include "sched_hp.h"
 #include "sim_host.h"
 
 /*
@@ -118,6 +119,7 @@ static struct {
 	starpu_pthread_mutex_t plock;
 	starpu_pthread_cond_t pcond;
 	char sched[64];
+	int heteroprio; /* task priorities are sched_hp.h buckets */
 	char pmdir[4096];   /* the performance models' folder */
 	int calibrate;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
@@ -302,19 +304,47 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	 * CUDA build on a node without GPU) it would save itself and spin in
 	 * raise(SIGINT) forever; it only dumps FxT traces, which we do not use. */
 	conf.catch_signals = 0;
-	if (c->scheduler != NULL && strcmp(c->scheduler, "auto") != 0 && c->scheduler[0] != '\0') {
+	int autosched = c->scheduler == NULL || c->scheduler[0] == '\0' ||
+			strcmp(c->scheduler, "auto") == 0;
+	if (!autosched) {
 		snprintf(rt.sched, sizeof rt.sched, "%s", c->scheduler);
-		conf.sched_policy_name = rt.sched;
 	} else {
-		/* dmdas needs GPUs to be worth its bookkeeping; decided again
-		 * after init if the build has CUDA but the node has no GPU. */
-#ifdef STARPU_USE_CUDA
-		snprintf(rt.sched, sizeof rt.sched, "%s", c->ncuda == 0 ? "lws" : "dmdas");
+		/* With GPUs, heteroprio with buckets from the models (sched_hp.h;
+		 * doc/scheduling.md: measured on an H200 node, dmdas lost to its
+		 * optimistic CPU models); decided again after init if the build
+		 * has CUDA but the node has no GPU. */
+#if defined(STARPU_USE_CUDA) || defined(STARPU_SIMGRID)
+		snprintf(rt.sched, sizeof rt.sched, "%s", c->ncuda == 0 ? "lws" : "heteroprio");
 #else
 		snprintf(rt.sched, sizeof rt.sched, "lws");
 #endif
-		conf.sched_policy_name = rt.sched;
 	}
+	conf.sched_policy_name = rt.sched;
+	if (strcmp(rt.sched, "heteroprio") == 0) {
+		sp_hp_plan(c->graph, 0);
+		conf.sched_policy_init = sp_hp_init_cb;
+		rt.heteroprio = 1;
+	}
+	/* A GPU node: the workers' threads must leave a core to starpipe's own
+	 * (the item drivers plan and submit, the CUDA drivers launch): with
+	 * every core taken, the H200 node lost 1-1.6 s per 3-frame batch
+	 * (doc/scheduling.md).  Only when every core was asked for (--ncpus
+	 * -1), and STARPU_RESERVE_NCPU (StarPU's own knob) still decides. */
+#if defined(STARPU_USE_CUDA) || defined(STARPU_SIMGRID)
+	if (c->ncpus < 0 && c->cpu_count == 0 && c->ncuda != 0 && getenv("STARPU_RESERVE_NCPU") == NULL)
+		conf.reserve_ncpus = 1;
+	/* StarPU keeps 5-10 % of a GPU's memory chunks clean by writing dirty
+	 * ones back to main memory, however much memory is free: each write-back
+	 * is a pinned host allocation (0.65 ms per MiB) and a copy on the CUDA
+	 * worker's thread, for data (DESI's normal equations, 100 MB a chunk)
+	 * that never leaves the GPU.  Eviction when the GPU is really full
+	 * writes back on demand anyway (doc/scheduling.md; StarPU's own
+	 * variables still decide). */
+	if (c->ncuda != 0) {
+		setenv("STARPU_MINIMUM_CLEAN_BUFFERS", "0", 0);
+		setenv("STARPU_TARGET_CLEAN_BUFFERS", "0", 0);
+	}
+#endif
 
 	ret = starpu_init(&conf);
 	if (ret == -ENODEV)
@@ -322,12 +352,23 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	if (ret != 0)
 		return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 
-	if ((c->scheduler == NULL || strcmp(c->scheduler, "auto") == 0 || c->scheduler[0] == '\0') &&
-	    starpu_cuda_worker_get_count() == 0 && strcmp(rt.sched, "lws") != 0) {
+	if (starpu_cuda_worker_get_count() == 0 && conf.reserve_ncpus > 0 &&
+	    (!autosched || strcmp(rt.sched, "lws") == 0)) {
+		/* No GPU after all: every core for the CPU workers. */
+		starpu_shutdown();
+		conf.reserve_ncpus = 0;
+		ret = starpu_init(&conf);
+		if (ret != 0)
+			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
+	}
+	if (autosched && starpu_cuda_worker_get_count() == 0 && strcmp(rt.sched, "lws") != 0) {
 		/* No GPU after all: restart with the CPU scheduler. */
 		starpu_shutdown();
 		snprintf(rt.sched, sizeof rt.sched, "lws");
 		conf.sched_policy_name = rt.sched;
+		conf.sched_policy_init = NULL;
+		conf.reserve_ncpus = 0;
+		rt.heteroprio = 0;
 		ret = starpu_init(&conf);
 		if (ret != 0)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
@@ -402,6 +443,11 @@ void sp_runtime_describe(char *buf, size_t size)
 #endif
 	);
 }
+int sp_runtime_heteroprio(void)
+{
+	return rt.heteroprio;
+}
+
 unsigned sp_runtime_ncuda_workers(void) { return starpu_cuda_worker_get_count(); }
 
 void sp_runtime_items(size_t total) { atomic_store(&rt.items_total, total); }

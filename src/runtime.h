@@ -17,7 +17,8 @@
  */
 
 typedef struct sp_runtime_conf {
-	const char *scheduler;     /* "auto": dmdas with GPUs, lws without */
+	const char *scheduler;     /* "auto": heteroprio (sched_hp.h) with GPUs, lws without */
+	const struct sp_graph *graph; /* the graph run (heteroprio's buckets); may be NULL */
 	int ncpus;                 /* -1: all cores */
 	int ncuda;                 /* -1: all GPUs */
 	int workers_per_gpu;       /* >= 1 */
@@ -55,6 +56,10 @@ int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 /* Number of CPU / CUDA workers of the session. */
 unsigned sp_runtime_ncpu_workers(void);
 unsigned sp_runtime_ncuda_workers(void);
+
+/* Whether the run uses heteroprio: a task's priority is then its bucket
+ * (sched_hp.h), not its stage's `priority:`. */
+int sp_runtime_heteroprio(void);
 
 /* Progress: the batch's item count and completed items. */
 /* "StarPU 1.3.10 (at most 4 CPU workers, 4 CUDA devices; CUDA no)": the

@@ -345,7 +345,8 @@ static void job_unref(struct desi_job *j)
 			sp_data_unregister(sl->hxc);
 			sp_data_unregister(sl->hyc);
 		}
-		starpu_free(sl->params);
+		if (sl->params != NULL)
+			starpu_free(sl->params);
 		free(sl->arg);
 	}
 	if (j->hframe != NULL) {
@@ -602,25 +603,37 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	starpu_data_partition_submit(j->hframe, (unsigned)j->nsubs, j->parts);
 	j->partitioned = 1;
 
-	/* The pool of bundle slots, each for the largest bundle. */
-	int sy = 2 * psf->hsizey + 1, sx = 2 * psf->hsizex + 1;
-	size_t nspot = (size_t)pl->bundlesize * pl->nfullwave;
+	/* The pool of bundle slots, each for the largest bundle: made by
+	 * spots_tile() when its first bundle is planned (their pinned
+	 * parameter buffers take 0.65 ms per MiB: made together, before the
+	 * first task, they delayed a frame's start by tens of ms on a GPU node
+	 * with many workers). */
 	j->npar = desi_psf_nparams(psf);
-	for (int s = 0; s < j->nslots; s++) {
-		struct desi_slot *sl = &j->slots[s];
-		sl->arg = calloc(1, sizeof *sl->arg);
-		if (sl->arg == NULL || starpu_malloc((void **)&sl->params,
-						     nspot * j->npar * sizeof(double)) != 0)
-			return sp_status_set(status, SP_ENOMEM, "%s: out of memory", iv->path);
-		starpu_vector_data_register(&sl->hparams, STARPU_MAIN_RAM, (uintptr_t)sl->params,
-					    (uint32_t)(nspot * j->npar), sizeof(double));
-		starpu_vector_data_register(&sl->hspots, -1, 0, (uint32_t)(nspot * sy * sx),
-					    sizeof(double));
-		starpu_vector_data_register(&sl->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
-		starpu_vector_data_register(&sl->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
-	}
 	j->ctx_spots = sp_item_taskctx(item, st, "desi_spots");
 	return j->ctx_spots == NULL ? SP_ENOMEM : 0;
+}
+
+/* Makes slot sl (its buffers and handles) if it is not made yet. */
+static int slot_make(struct desi_job *j, struct desi_slot *sl)
+{
+	const desi_plan_t *pl = &j->plan;
+	int sy = 2 * j->psf->hsizey + 1, sx = 2 * j->psf->hsizex + 1;
+	size_t nspot = (size_t)pl->bundlesize * pl->nfullwave;
+	if (sl->hparams != NULL)
+		return 0;
+	if (sl->arg == NULL && (sl->arg = calloc(1, sizeof *sl->arg)) == NULL)
+		return -1;
+	if (sl->params == NULL &&
+	    starpu_malloc((void **)&sl->params, nspot * j->npar * sizeof(double)) != 0) {
+		sl->params = NULL;
+		return -1;
+	}
+	starpu_vector_data_register(&sl->hparams, STARPU_MAIN_RAM, (uintptr_t)sl->params,
+				    (uint32_t)(nspot * j->npar), sizeof(double));
+	starpu_vector_data_register(&sl->hspots, -1, 0, (uint32_t)(nspot * sy * sx), sizeof(double));
+	starpu_vector_data_register(&sl->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
+	starpu_vector_data_register(&sl->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
+	return 0;
 }
 
 /* At the first subbundle t of a bundle: the bundle's Legendre sums (once
@@ -642,6 +655,8 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	struct desi_slot *sl = &j->slots[t % j->nslots];
 	int s0, ns;
 	desi_plan_bundle(pl, t, &s0, &ns);
+	if (slot_make(j, sl) != 0)
+		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
 	starpu_data_acquire(sl->hparams, STARPU_W);
 	/* the driver thread's own work: starpipe-sim charges its time */
 	sp_hostwork_t hw;
