@@ -41,7 +41,7 @@ const sp_stage_kind_t *sp_stage_find(const char *name)
 
 const sp_param_spec_t sp_runtime_params[] = {
 	{ "scheduler", SP_PT_STRING, "auto", 0, -1, NULL,
-	  "StarPU scheduling policy (dmdas, lws, eager...); auto picks one", 0 },
+	  "StarPU scheduling policy (heteroprio, dmdas, lws, eager...); auto: heteroprio with GPUs, lws without", 0 },
 	{ "ncpus", SP_PT_INT, "-1", -1, 4096, NULL,
 	  "CPU workers; -1 = all cores", 0 },
 	{ "ncuda", SP_PT_INT, "-1", -1, 64, NULL,
