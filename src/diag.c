@@ -19,10 +19,14 @@
  * search has a work budget per file (SP__SUGGEST_BUDGET in graph.c).  What
  * a diagnostic echoes is bounded: names are cut to SP__NAME_MAX bytes and
  * source lines to SP__SHOW_COLS columns around the caret, so a 10 MB key
- * gives a few hundred bytes of messages.
+ * gives a few hundred bytes of messages, and a file prints at most
+ * SP__DIAG_SHOW diagnostics, then how many more it has.
  */
 
 #define SP__SHOW_COLS 200 /* columns of a source line shown under a message */
+/* Diagnostics printed per file: 50,000 bad keys would print 150,000 lines
+ * (4.5 MB) that nobody reads; the first ones say what is wrong. */
+#define SP__DIAG_SHOW 50
 
 /* --- diagnostics --------------------------------------------------------- */
 
@@ -150,6 +154,12 @@ void sp_diag_print(const sp_diag_t *d, FILE *f)
 	}
 	for (size_t i = 0; i < d->n; i++) {
 		const struct sp_diag_entry *e = &d->v[i];
+
+		if (i == SP__DIAG_SHOW) {
+			fprintf(f, "%s: ... and %zu more problem%s\n", d->file, d->n - i,
+				d->n - i > 1 ? "s" : "");
+			break;
+		}
 
 		if (e->loc.line <= 0) {
 			fprintf(f, "%s: %s\n", d->file, e->msg);

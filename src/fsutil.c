@@ -349,6 +349,73 @@ int sp_open_regular(const char *path, sp_err_t *err)
 	return fd;
 }
 
+int sp_open_append(const char *path, const char *what, sp_err_t *err)
+{
+	struct stat sb;
+	/* lstat first, for a message that says what is there; the checks on
+	 * the descriptor below are the ones that hold if it changes meanwhile */
+	if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: %s is a symbolic link; refused (remove it or "
+				 "choose another name)", path, what);
+	if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: %s is %s, not a regular file; refused", path, what,
+				 file_kind(sb.st_mode));
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+			    O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ELOOP)
+			return sp_seterr(err, SP_EIO, "%s: %s is a symbolic link; refused", path, what);
+		if (e == ENXIO) /* a FIFO with no reader, planted since the lstat */
+			return sp_seterr(err, SP_EIO, "%s: %s is a FIFO, not a regular file; refused",
+					 path, what);
+		return sp_seterr(err, SP_EIO, "%s: cannot open %s: %s", path, what, strerror(e));
+	}
+	int fl;
+	if (fstat(fd, &sb) != 0) {
+		int e = errno;
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: cannot stat %s: %s", path, what, strerror(e));
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: %s is %s, not a regular file; refused", path, what,
+				 file_kind(sb.st_mode));
+	}
+	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: fcntl: %s", path, strerror(e));
+	}
+	return fd;
+}
+
+int sp_append_record(int fd, const void *data, size_t len)
+{
+	struct stat sb;
+	off_t before = fstat(fd, &sb) == 0 ? sb.st_size : -1;
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : ENOSPC;
+			/* half a record would make the next reader's parse fail:
+			 * cut it off, unless someone else appended since */
+			if (left < len && before >= 0 && fstat(fd, &sb) == 0 &&
+			    sb.st_size == before + (off_t)(len - left))
+				(void)!ftruncate(fd, before);
+			errno = e;
+			return -1;
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	return fsync(fd);
+}
+
 FILE *sp_fopen_regular(const char *path, sp_err_t *err)
 {
 	int fd = sp_open_regular(path, err);

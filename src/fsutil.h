@@ -78,6 +78,20 @@ int sp_write_file_atomic(const char *path, const void *data, size_t len, sp_err_
 int sp_write_memstream_atomic(const char *path, FILE *f, char *const *text, const size_t *len,
 			      sp_err_t *err);
 
+/* Opens `path` for appending (a journal: several runs append to one file),
+ * creating it if absent, and refuses it as an output is refused: a symbolic
+ * link (never followed: O_NOFOLLOW), a FIFO, a device, a socket or a folder.
+ * The open is non-blocking, so a FIFO cannot hang it, and the type comes
+ * from fstat of the open descriptor; O_NONBLOCK is cleared before
+ * returning.  `what` names the file in messages ("the journal").  Returns
+ * the descriptor (O_CLOEXEC) or a negative SP_E* code with err naming it. */
+int sp_open_append(const char *path, const char *what, sp_err_t *err);
+
+/* Writes len bytes to fd (O_APPEND) and fsyncs it.  A write that fails
+ * part-way is cut back off the file (when nobody else appended meanwhile),
+ * so a reader never sees half a record.  0, or -1 with errno set. */
+int sp_append_record(int fd, const void *data, size_t len);
+
 /* Opens an input file read-only, refusing anything but a regular file: the
  * open is non-blocking (a FIFO cannot hang it), the type comes from fstat
  * of the open descriptor, and O_NONBLOCK is cleared before returning.

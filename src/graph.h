@@ -36,9 +36,10 @@ typedef struct sp_diag {
 void sp_diag_init(sp_diag_t *d, const char *file);
 void sp_diag_add(sp_diag_t *d, sp_loc_t loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Prints every diagnostic as "file:line:col: msg", the source line and a
+/* Prints the diagnostics as "file:line:col: msg", the source line and a
  * caret under the column.  A long line is cut to 200 columns around the
- * caret, with "..." where cut. */
+ * caret, with "..." where cut.  At most the first 50 are printed, then one
+ * line "file: ... and N more problems". */
 void sp_diag_print(const sp_diag_t *d, FILE *f);
 void sp_diag_free(sp_diag_t *d);
 
@@ -117,9 +118,20 @@ char *sp_graph_expand(const char *text, const char *item, size_t index);
  * list, each file once;
  * other items stay as they are, in order.  Without that key the list is
  * unchanged (a folder is then an item, which its reader refuses).  A folder
- * with no match is an error (SP_ENOENT, naming it and the pattern); the
- * list is then freed and *items NULL. */
+ * with no match is an error (SP_ENOENT, naming it and the pattern), one
+ * that cannot be read is SP_EIO with the reason ("cannot read the folder:
+ * Permission denied"); the list is then freed and *items NULL. */
 int sp_graph_folders(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err);
+
+/* Drops from items[0..*n) every item that names the same file as an
+ * earlier one, compared by realpath(3) (an item that does not resolve, a
+ * missing file, by its text): the same folder given twice, a folder and a
+ * file in it, `a/x.npy` and `a/./x.npy` are one item, not an output
+ * collision of a file with itself.  The first of each stays, in order; the
+ * dropped strings are freed.  Returns how many were dropped; when any,
+ * `example` (exsize bytes) receives the first pair ("'B' is 'A'", or
+ * "'A' twice"). */
+size_t sp_graph_dedupe(char **items, size_t *n, char *example, size_t exsize);
 
 /* Lists the work items named by the `inputs:` section (files in order; glob
  * matches sorted; manifest lines, '#' comments and blank lines skipped,

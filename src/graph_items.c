@@ -9,8 +9,10 @@
 #include "error.h"
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,9 +247,20 @@ static int cmp_coll(const void *a, const void *b)
 static int folder_items(const char *dir, const char *pat, char ***v, size_t *nv, size_t *cap,
 			sp_err_t *err)
 {
-	char *q = sp__xcalloc(2 * strlen(dir) + strlen(pat) + 2, 1), *o = q;
+	char *q, *o;
 	size_t n0 = *nv;
 	glob_t gl;
+
+	/* glob() reports an unreadable folder as no match: "has no file
+	 * matching" would send the user looking for files that are there */
+	DIR *dd = opendir(dir);
+	if (dd == NULL) {
+		int e = errno;
+		return sp_seterr(err, e == ENOENT ? SP_ENOENT : SP_EIO,
+				 "%s: cannot read the folder: %s", dir, strerror(e));
+	}
+	closedir(dd);
+	q = o = sp__xcalloc(2 * strlen(dir) + strlen(pat) + 2, 1);
 
 	for (const char *s = dir; *s != '\0'; s++) {
 		if (strchr("*?[\\{}", *s) != NULL)
@@ -310,4 +323,55 @@ int sp_graph_folders(const sp_graph_t *g, char ***items, size_t *n, struct sp_er
 	*items = v;
 	*n = nv;
 	return rc;
+}
+
+struct dedupe_key {
+	char *key; /* realpath, or the item's text */
+	size_t idx;
+};
+
+static int cmp_dedupe(const void *a, const void *b)
+{
+	const struct dedupe_key *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+	return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+size_t sp_graph_dedupe(char **items, size_t *n, char *example, size_t exsize)
+{
+	size_t nin = *n, dropped = 0, k = 0;
+	struct dedupe_key *v = sp__xcalloc(nin ? nin : 1, sizeof *v);
+	unsigned char *drop = sp__xcalloc(nin ? nin : 1, 1);
+
+	for (size_t i = 0; i < nin; i++) {
+		v[i].key = realpath(items[i], NULL);
+		if (v[i].key == NULL)
+			v[i].key = sp__xstrdup(items[i]);
+		v[i].idx = i;
+	}
+	/* sorted by name, then position: the first of a run is the one kept */
+	qsort(v, nin, sizeof *v, cmp_dedupe);
+	for (size_t i = 1, first = 0; i < nin; i++) {
+		if (strcmp(v[i].key, v[first].key) != 0) {
+			first = i;
+			continue;
+		}
+		if (dropped++ == 0 && exsize > 0 && strcmp(items[v[i].idx], items[v[first].idx]) == 0)
+			snprintf(example, exsize, "'%s' twice", items[v[i].idx]);
+		else if (dropped == 1 && exsize > 0)
+			snprintf(example, exsize, "'%s' is '%s'", items[v[i].idx], items[v[first].idx]);
+		drop[v[i].idx] = 1;
+	}
+	for (size_t i = 0; i < nin; i++)
+		free(v[i].key);
+	for (size_t i = 0; i < nin; i++) {
+		if (drop[i])
+			free(items[i]);
+		else
+			items[k++] = items[i];
+	}
+	*n = k;
+	free(v);
+	free(drop);
+	return dropped;
 }

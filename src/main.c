@@ -44,7 +44,7 @@ static const char usage_text[] =
 	"  run GRAPH [ITEM...]\n"
 	"                  run the pipeline over its work items: the ITEMs given,\n"
 	"                  else those of the graph's inputs: section\n"
-	"  validate GRAPH  check a graph file; print every problem as file:line:col\n"
+	"  validate GRAPH  check a graph file; print its problems as file:line:col\n"
 	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
 	"  list            print every stage kind, its parameters and implementations\n"
 	"  tune GRAPH [ITEM...] --out DIR [--sched LIST] [--ncpus LIST] [--vary NAME=LIST]\n"
@@ -72,8 +72,9 @@ static const char usage_text[] =
 	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
 	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
 	"                           terminal, 10 otherwise)\n"
-	"      --skip-existing      skip an item whose every output exists (a re-run\n"
-	"                           after a crash or a kill does only what is missing)\n"
+	"      --skip-existing      skip an item whose every output exists and is whole\n"
+	"                           (a re-run after a crash or a kill does only what is\n"
+	"                           missing; a damaged output is made again)\n"
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
 	"      --shard I/K          run only the items whose index is I modulo K (0 <= I < K):\n"
 	"                           one part of a batch, e.g. one Slurm array task\n"
@@ -592,12 +593,23 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 	if (istatus == 0 && sp_graph_folders(g, &items, &nitems, &err) != 0) {
 		if (rank0)
 			fprintf(stderr, "starpipe: %s\n", err.msg);
-		istatus = EXIT_NO_INPUT;
+		/* nothing matched: 3; a folder that cannot be read: 2, as a
+		 * manifest that cannot be read */
+		istatus = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
 	} else if (istatus == 0 && nitems == 0) {
 		if (rank0)
 			fprintf(stderr, "starpipe: %s: no work item (give them after the graph file or in its inputs: section)\n",
 				g->file);
 		istatus = EXIT_NO_INPUT;
+	}
+	/* One file named twice (a folder given twice, a folder and a file in
+	 * it) is one item, not an output collision of the file with itself. */
+	if (istatus == 0) {
+		char ex[1024];
+		size_t nd = sp_graph_dedupe(items, &nitems, ex, sizeof ex);
+		if (nd > 0 && !c->quiet && rank0)
+			fprintf(stderr, "starpipe: %zu input(s) named a file already listed (%s); "
+				"each file is one item\n", nd, ex);
 	}
 	/* MPI ranks run rank 0's list, whatever their own globs saw (files
 	 * still arriving, a file system's caches): one batch, one indexing. */
@@ -731,6 +743,8 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 			fprintf(stderr, "starpipe: %zu of %zu item(s) failed\n", res.nfailed, nitems);
 		status = EXIT_ITEMS_FAILED;
 	}
+	if (res.journal_failed) /* said when it happened */
+		status = EXIT_ITEMS_FAILED;
 	if (res.nskipped && !c->quiet && rank0)
 		fprintf(stderr, "starpipe: %zu of %zu item(s) skipped: their outputs exist\n",
 			res.nskipped, nitems);

@@ -242,7 +242,9 @@ struct sp_batch {
 	const sp_run_opts_t *opts;
 	sp_item_t *state; /* one per item, kept for the report */
 	atomic_size_t nok, nfailed, nskipped, ncancelled;
-	FILE *journal;
+	int journal_fd;           /* -1: no journal */
+	const char *journal_path; /* for messages */
+	int journal_failed;       /* a line could not be written: the batch exits 1 */
 	starpu_pthread_mutex_t journal_lock;
 	/* Batch-wide stages: those whose parameters and inputs do not depend
 	 * on the item (the DESI PSF).  The first item that reaches one runs it
@@ -290,15 +292,26 @@ static const char *state_name(int s)
 	}
 }
 
-/* One JSON line per finished item, flushed and synced at once, so that a
- * crash loses nothing already recorded. */
+/* One JSON line per finished item, written and synced at once, so that a
+ * crash loses nothing already recorded.  A line that cannot be written (a
+ * full disk, an I/O error) fails the batch: the journal is what a user
+ * resumes from, so it must not be silently incomplete.  It is said once,
+ * and nothing more is appended, so the journal never has a gap. */
 static void journal_item(struct sp_batch *b, sp_item_t *it)
 {
-	if (b->journal == NULL)
+	if (b->journal_fd < 0)
 		return;
 	sp_json_t *j = sp_json_new();
-	if (j == NULL)
+	if (j == NULL) {
+		starpu_pthread_mutex_lock(&b->journal_lock);
+		if (!b->journal_failed)
+			fprintf(stderr, "starpipe: %s: cannot write the journal: out of memory; %s and "
+				"the items that end after it are not recorded\n", b->journal_path,
+				it->path);
+		b->journal_failed = 1;
+		starpu_pthread_mutex_unlock(&b->journal_lock);
 		return;
+	}
 	int st = atomic_load(&it->state);
 	sp_json_begin_object(j);
 	sp_json_kv_str(j, "item", it->path);
@@ -314,14 +327,26 @@ static void journal_item(struct sp_batch *b, sp_item_t *it)
 	if (st == IT_FAILED || st == IT_CANCELLED)
 		sp_json_kv_str(j, "message", it->status.err.msg);
 	sp_json_end_object(j);
-	if (sp_json_text(j) != NULL) {
-		starpu_pthread_mutex_lock(&b->journal_lock);
-		fprintf(b->journal, "%s\n", sp_json_text(j));
-		fflush(b->journal);
-		fsync(fileno(b->journal));
-		starpu_pthread_mutex_unlock(&b->journal_lock);
-	}
+	char *line = NULL;
+	int len = sp_json_text(j) != NULL ? asprintf(&line, "%s\n", sp_json_text(j)) : -1;
 	sp_json_free(&j);
+	starpu_pthread_mutex_lock(&b->journal_lock);
+	if (!b->journal_failed) {
+		int e = 0;
+		if (len < 0)
+			e = ENOMEM;
+		else if (sp_append_record(b->journal_fd, line, (size_t)len) != 0)
+			e = errno != 0 ? errno : EIO;
+		if (e != 0) {
+			b->journal_failed = 1;
+			fprintf(stderr, "starpipe: %s: cannot write the journal: %s; %s and the items "
+				"that end after it are not recorded\n", b->journal_path, strerror(e),
+				it->path);
+		}
+	}
+	starpu_pthread_mutex_unlock(&b->journal_lock);
+	if (len >= 0)
+		free(line);
 }
 
 /* Index of a stage's output in a flat values array.  A stage without
@@ -810,12 +835,43 @@ static int plan_output_space(sp_item_t *it, unsigned long long out_need, sp_err_
 	return 0;
 }
 
+/* --skip-existing: the item's existing outputs, each checked by its stage's
+ * kind (sp_stage_kind_t.verify), in plan_outputs()'s order.  0 when all are
+ * whole; else SP_E* with err naming the first damaged file and why. */
+static int verify_outputs(const sp_item_t *it, sp_err_t *err)
+{
+	const sp_graph_t *g = it->g;
+	int rc = 0;
+	for (size_t s = 0; rc == 0 && s < g->nstages; s++) {
+		const sp_gstage_t *st = &g->stages[s];
+		if (st->kind->verify == NULL)
+			continue;
+		for (size_t p = 0; rc == 0 && p < st->kind->nparams; p++) {
+			const char *name = st->kind->params[p].name;
+			if (st->kind->params[p].type != SP_PT_OUTPUT)
+				continue;
+			char *t = sp_graph_expand(sp_gstage_param(st, name)->text, it->path, it->index);
+			char *sib = NULL;
+			if (t == NULL || (t[0] != '\0' && st->kind->sibling != NULL &&
+					  st->kind->sibling(st, name, t, &sib) != 0))
+				rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", it->path);
+			if (rc == 0 && t[0] != '\0')
+				rc = st->kind->verify(st, name, t, err);
+			if (rc == 0 && sib != NULL)
+				rc = st->kind->verify(st, name, sib, err);
+			free(t);
+			free(sib);
+		}
+	}
+	return rc;
+}
+
 /* Before the batch: refuses an item whose output exists and is not a
- * regular file, skips (on request) an item whose every output exists, and
- * refuses an item that would not fit in memory. */
+ * regular file, skips (on request) an item whose every output exists and
+ * is whole, and refuses an item that would not fit in memory. */
 static void plan_item(struct sp_batch *b, sp_item_t *it)
 {
-	sp_err_t err = { 0 };
+	sp_err_t err = { 0 }, verr = { 0 };
 	size_t present = 0;
 	for (size_t o = 0; o < it->noutputs; o++) {
 		struct stat sb;
@@ -830,6 +886,14 @@ static void plan_item(struct sp_batch *b, sp_item_t *it)
 		}
 		if (lstat(it->outputs[o], &sb) == 0 && S_ISREG(sb.st_mode))
 			present++;
+	}
+	if (b->opts->skip_existing && it->noutputs > 0 && present == it->noutputs &&
+	    verify_outputs(it, &verr) != 0) {
+		/* truncated or damaged since it was written: made again, and
+		 * said so (even with -q: it is about the data) */
+		fprintf(stderr, "starpipe: %s; the output is damaged: %s is recomputed\n", verr.msg,
+			it->path);
+		present = 0;
 	}
 	if (b->opts->skip_existing && it->noutputs > 0 && present == it->noutputs) {
 		atomic_store(&it->state, IT_SKIPPED);
@@ -1054,33 +1118,51 @@ static void journal_part(const char *journal, int rank, char *buf, size_t size)
 	snprintf(buf, size, "%s.rank%d", journal, rank);
 }
 
-static void merge_journals(const char *journal, int nranks)
+/* Appends the ranks' parts to the journal; 0, or -1 when one could not be
+ * merged (it is kept, and said so). */
+static int merge_journals(const char *journal, int nranks)
 {
-	FILE *out = fopen(journal, "ae");
-	if (out == NULL) {
-		fprintf(stderr, "starpipe: %s: cannot open the journal to merge the ranks' parts: %s\n",
-			journal, strerror(errno));
-		return;
+	sp_err_t err = { 0 };
+	int out = sp_open_append(journal, "the journal", &err), rc = 0;
+	if (out < 0) {
+		fprintf(stderr, "starpipe: %s; the ranks' parts are kept\n", err.msg);
+		return -1;
 	}
 	for (int r = 0; r < nranks; r++) {
-		char part[PATH_MAX + 32], buf[65536];
+		char part[PATH_MAX + 32];
 		journal_part(journal, r, part, sizeof part);
 		FILE *in = fopen(part, "re");
 		if (in == NULL)
 			continue;
-		size_t got;
-		int ok = 1;
-		while ((got = fread(buf, 1, sizeof buf, in)) > 0)
-			if (fwrite(buf, 1, got, out) != got)
-				ok = 0;
+		/* one part at a time, whole: a part is a few lines per item */
+		char *text = NULL;
+		size_t len = 0, got;
+		FILE *mem = open_memstream(&text, &len);
+		char buf[65536];
+		int ok = mem != NULL;
+		while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0)
+			ok = fwrite(buf, 1, got, mem) == got;
 		ok = ok && !ferror(in);
 		fclose(in);
-		if (fflush(out) == 0 && fsync(fileno(out)) == 0 && ok)
+		if (mem != NULL && fclose(mem) != 0)
+			ok = 0;
+		int e = ok ? 0 : EIO;
+		if (ok && len > 0 && sp_append_record(out, text, len) != 0) {
+			e = errno;
+			ok = 0;
+		}
+		free(text);
+		if (ok) {
 			unlink(part); /* merged: the part goes */
-		else
-			fprintf(stderr, "starpipe: %s: could not merge %s; it is kept\n", journal, part);
+		} else {
+			fprintf(stderr, "starpipe: %s: could not merge %s (%s); it is kept\n", journal,
+				part, strerror(e));
+			rc = -1;
+		}
 	}
-	fclose(out);
+	if (close(out) != 0)
+		rc = -1;
+	return rc;
 }
 
 void sp_run_result_free(sp_run_result_t *res)
@@ -1183,11 +1265,23 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 		journal_part(opts->journal, sp_cluster_rank(), jpart, sizeof jpart);
 		jpath = jpart;
 	}
+	/* The journal is checked as the outputs are, before any item runs: a
+	 * symlink, a FIFO (which would block the open forever), a device or a
+	 * folder is refused.  Under MPI, rank 0 also checks the file the parts
+	 * are merged into. */
+	b.journal_fd = -1;
+	b.journal_path = jpath;
 	if (rc == 0 && jpath != NULL) {
-		b.journal = fopen(jpath, "ae");
-		if (b.journal == NULL)
-			rc = sp_seterr(&res->err, SP_EIO, "%s: cannot open the journal: %s",
-				       jpath, strerror(errno));
+		b.journal_fd = sp_open_append(jpath, "the journal", &res->err);
+		if (b.journal_fd < 0)
+			rc = res->err.code;
+	}
+	if (rc == 0 && jpath != NULL && b.lazy_plan && sp_cluster_rank() == 0) {
+		int fd = sp_open_append(opts->journal, "the journal", &res->err);
+		if (fd < 0)
+			rc = res->err.code;
+		else
+			close(fd);
 	}
 	if (b.lazy_plan) {
 		/* every rank goes on, or none: a rank that stopped here would
@@ -1199,6 +1293,8 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 				       SP_RUN_OTHER_RANK);
 	}
 	if (rc != 0) {
+		if (b.journal_fd >= 0)
+			close(b.journal_fd);
 		for (size_t i = 0; i < nitems; i++) {
 			free_strv(b.state[i].outputs, b.state[i].noutputs);
 			starpu_pthread_mutex_destroy(&b.state[i].lock);
@@ -1244,16 +1340,24 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = NULL;
 	starpu_pthread_mutex_unlock(&cur_lock);
-	if (b.journal != NULL) {
-		fclose(b.journal);
-		b.journal = NULL;
+	if (b.journal_fd >= 0) {
+		if (close(b.journal_fd) != 0 && !b.journal_failed) {
+			fprintf(stderr, "starpipe: %s: cannot write the journal: %s\n", b.journal_path,
+				strerror(errno));
+			b.journal_failed = 1;
+		}
+		b.journal_fd = -1;
 	}
 
 	res->signal = atomic_load(&stop_signal);
+	res->journal_failed = b.journal_failed;
 	if (b.lazy_plan) {
 		merge_ranks(&b, res);
-		if (opts->journal != NULL && sp_cluster_rank() == 0)
-			merge_journals(opts->journal, sp_cluster_size());
+		if (opts->journal != NULL && sp_cluster_rank() == 0 &&
+		    merge_journals(opts->journal, sp_cluster_size()) != 0)
+			res->journal_failed = 1;
+		/* every rank exits with the batch's status */
+		sp_cluster_allmax_int(&res->journal_failed, 1);
 	} else {
 		res->nok = atomic_load(&b.nok);
 		res->nfailed = atomic_load(&b.nfailed);
@@ -1271,8 +1375,6 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	}
 	free(b.state);
 	free_shared(&b);
-	if (b.journal != NULL)
-		fclose(b.journal);
 	starpu_pthread_mutex_destroy(&b.journal_lock);
 	return res->nfailed || res->nnotrun || res->ncancelled ? SP_ECANCELED : 0;
 }

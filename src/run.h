@@ -25,6 +25,7 @@ typedef struct sp_run_result {
 	size_t nok, nfailed, nskipped;
 	size_t ncancelled, nnotrun; /* interrupted while running, or before it started */
 	int signal;       /* the signal that interrupted the batch, or 0 */
+	int journal_failed; /* a journal line could not be written (said on stderr): exit 1 */
 	char *items_json; /* JSON array of per-item figures; caller frees */
 	/* An MPI batch (rank 0; NULL elsewhere and in one process): the ranks'
 	 * per-stage lines (sp_runtime_stage_lines), the report's "cluster"

@@ -116,6 +116,15 @@ typedef struct sp_estimate {
 typedef int (*sp_stage_sibling_fn)(const struct sp_gstage *stage, const char *param,
 				   const char *path, char **sibling);
 
+/* Checks an output file that exists, for --skip-existing: `path` is the
+ * expansion of the stage's SP_PT_OUTPUT parameter `param`, or a sibling of
+ * it.  Outputs appear only complete (fsutil.h), but someone may have
+ * truncated or damaged one since: returns 0 when the file is whole (its
+ * format's structure parses, its size or checksums agree), or SP_E* with
+ * err naming the file and what is wrong (the item is then recomputed). */
+typedef int (*sp_stage_verify_fn)(const struct sp_gstage *stage, const char *param,
+				  const char *path, sp_err_t *err);
+
 /* Adds the stage's memory to e (optional).  May read input headers, never
  * data; returns 0, or SP_E* with err naming the file (the item then fails
  * before any of its tasks runs). */
@@ -141,6 +150,7 @@ typedef struct sp_stage_kind {
 	sp_stage_tile_fn run_tile;     /* NULL: run() submits everything */
 	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
 	sp_stage_sibling_fn sibling;   /* NULL: no output beside its SP_PT_OUTPUT ones */
+	sp_stage_verify_fn verify;     /* NULL: an existing output is taken as whole */
 } sp_stage_kind_t;
 
 /* A kind's spec arrays with their lengths, for its designated initialiser:

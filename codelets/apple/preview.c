@@ -1,12 +1,15 @@
 /* A PNG picture of a micrograph's picks (see preview.h). */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <png.h>
 
+#include "../../src/fsutil.h"
 #include "preview.h"
 
 static int cmp_float(const void *a, const void *b)
@@ -82,11 +85,36 @@ int apple_preview_render(const float *img, int ny, int nx, const int *xy, size_t
 	return 0;
 }
 
-/* libpng reports errors by longjmp; the message goes to err. */
+/* libpng reports errors by longjmp; the message goes to err.  Its own
+ * write function says only "Write Error": ours writes with write(2) and
+ * keeps errno, so a full disk is named ("No space left on device"). */
 struct png_err {
 	jmp_buf jb;
 	char msg[160];
+	int fd;
+	int errnum; /* errno of the failed write, or 0 */
 };
+
+static void on_png_write(png_structp png, png_bytep data, size_t len)
+{
+	struct png_err *e = png_get_io_ptr(png);
+	while (len > 0) {
+		ssize_t w = write(e->fd, data, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			e->errnum = w < 0 ? errno : ENOSPC;
+			png_error(png, strerror(e->errnum));
+		}
+		data += w;
+		len -= (size_t)w;
+	}
+}
+
+static void on_png_flush(png_structp png)
+{
+	(void)png; /* nothing buffered: the output set's commit fsyncs */
+}
 
 static void on_png_error(png_structp png, png_const_charp msg)
 {
@@ -111,10 +139,10 @@ int apple_preview_write_into(const char *tmp, const char *path, const float *img
 				      err);
 	if (rc != 0)
 		return rc;
-	FILE *fp = fopen(tmp, "wb");
-	if (fp == NULL) {
+	int fd = sp_open_tmp(tmp, path, err);
+	if (fd < 0) {
 		free(rgb);
-		return sp_seterr(err, SP_EIO, "%s: cannot write the preview", path);
+		return fd;
 	}
 	/* volatile: read after a longjmp from libpng */
 	struct png_err *volatile e = calloc(1, sizeof *e);
@@ -123,15 +151,16 @@ int apple_preview_write_into(const char *tmp, const char *path, const float *img
 	png_infop info = png == NULL ? NULL : png_create_info_struct(png);
 	if (info == NULL) {
 		png_destroy_write_struct(&png, NULL);
-		fclose(fp);
+		close(fd);
 		free(e);
 		free(rgb);
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory for the preview", path);
 	}
+	e->fd = fd;
 	if (setjmp(e->jb) != 0) {
 		rc = sp_seterr(err, SP_EIO, "%s: cannot write the preview: %s", path, e->msg);
 	} else {
-		png_init_io(png, fp);
+		png_set_write_fn(png, e, on_png_write, on_png_flush);
 		png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB,
 			     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 		png_write_info(png, info);
@@ -140,8 +169,8 @@ int apple_preview_write_into(const char *tmp, const char *path, const float *img
 		png_write_end(png, NULL);
 	}
 	png_destroy_write_struct(&png, &info);
-	if (fclose(fp) != 0 && rc == 0)
-		rc = sp_seterr(err, SP_EIO, "%s: cannot write the preview", path);
+	if (close(fd) != 0 && rc == 0)
+		rc = sp_seterr(err, SP_EIO, "%s: cannot write the preview: %s", path, strerror(errno));
 	free(e);
 	free(rgb);
 	return rc;

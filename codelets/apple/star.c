@@ -284,3 +284,88 @@ out:
 	*n = cnt;
 	return 0;
 }
+
+/* The file's whole text (NUL-terminated) into *text, read from a regular
+ * file only; it must not be empty and must end with a newline. */
+static int read_whole(const char *path, char **text, size_t *len, sp_err_t *err)
+{
+	*text = NULL;
+	FILE *f = sp_fopen_regular(path, err);
+	if (f == NULL)
+		return err ? err->code : SP_EIO;
+	char *s = NULL;
+	size_t cap = 0, n = 0, got;
+	int rc = 0;
+	do {
+		if (cap - n < 65536) {
+			char *t = realloc(s, cap = cap ? 2 * cap : 65536);
+			if (t == NULL) {
+				rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+				break;
+			}
+			s = t;
+		}
+		got = fread(s + n, 1, cap - n - 1, f);
+		n += got;
+	} while (got > 0);
+	if (rc == 0 && ferror(f))
+		rc = sp_seterr(err, SP_EIO, "%s: read error", path);
+	fclose(f);
+	if (rc == 0 && n == 0)
+		rc = sp_seterr(err, SP_EFORMAT, "%s: empty file", path);
+	else if (rc == 0 && s[n - 1] != '\n')
+		rc = sp_seterr(err, SP_EFORMAT, "%s: the last line is cut (no newline at the end)",
+			       path);
+	if (rc != 0) {
+		free(s);
+		return rc;
+	}
+	s[n] = '\0';
+	*text = s;
+	*len = n;
+	return 0;
+}
+
+int apple_star_verify(const char *path, sp_err_t *err)
+{
+	char *text;
+	size_t len;
+	double *xy = NULL;
+	size_t n = 0;
+	int rc = read_whole(path, &text, &len, err);
+	if (rc != 0)
+		return rc;
+	free(text);
+	rc = apple_star_read(path, &xy, &n, err);
+	free(xy);
+	return rc;
+}
+
+int apple_box_verify(const char *path, sp_err_t *err)
+{
+	char *text;
+	size_t len;
+	int rc = read_whole(path, &text, &len, err);
+	if (rc != 0)
+		return rc;
+	long lineno = 1;
+	for (char *s = text; rc == 0 && *s != '\0'; lineno++) {
+		char *nl = strchr(s, '\n'); /* there is one: the file ends with it */
+		*nl = '\0';
+		char *p = s;
+		int k;
+		for (k = 0; k < 4; k++) {
+			char *end;
+			errno = 0;
+			(void)strtol(p, &end, 10);
+			if (end == p || errno != 0)
+				break;
+			p = end;
+		}
+		if (k != 4 || p[strspn(p, " \t")] != '\0')
+			rc = sp_seterr(err, SP_EFORMAT, "%s:%ld: expected 4 integers", path, lineno);
+		s = nl + 1;
+	}
+	free(text);
+	return rc;
+}

@@ -76,4 +76,14 @@ int apple_picks_write_into(const char *tmp, const char *path, apple_star_format_
  * number) or SP_ENOMEM. */
 int apple_star_read(const char *path, double **xy, size_t *n, sp_err_t *err);
 
+/* Check an existing output before --skip-existing keeps it: the file is
+ * not empty and ends with a newline (every line the writers write does, so
+ * a file cut mid-line fails), and its structure parses: for a STAR file, a
+ * loop with _rlnCoordinateX and _rlnCoordinateY whose every row has its
+ * columns (apple_star_read()); for a BOX file, lines of four integers.
+ * Returns 0, or SP_EFORMAT (SP_EIO, SP_ENOENT) with err naming the file
+ * and what is wrong. */
+int apple_star_verify(const char *path, sp_err_t *err);
+int apple_box_verify(const char *path, sp_err_t *err);
+
 #endif /* SP_APPLE_STAR_H */

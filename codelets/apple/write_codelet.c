@@ -145,6 +145,15 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	return 0;
 }
 
+/* --skip-existing: the STAR and BOX files parse, whole (star.h). */
+static int write_verify(const sp_gstage_t *st, const char *param, const char *path,
+			sp_err_t *err)
+{
+	(void)st;
+	return strcmp(param, "box") == 0 ? apple_box_verify(path, err)
+					 : apple_star_verify(path, err);
+}
+
 static const sp_param_spec_t write_params[] = {
 	{ "star", SP_PT_OUTPUT, NULL, 0, -1, NULL, "RELION STAR file of the centres (x = column)", 0 },
 	{ "star_format", SP_PT_ENUM, "aspire", 0, -1, "aspire|relion|cryosparc",
@@ -177,4 +186,5 @@ const sp_stage_kind_t sp_apple_write_kind = {
 	.impl = SP_IMPL_CPU,
 	.codelets = "apple_write",
 	.run = write_run,
+	.verify = write_verify,
 };

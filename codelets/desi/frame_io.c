@@ -487,6 +487,37 @@ static int copy_header(fitsfile *in, fitsfile *out, int *status)
 	return 0;
 }
 
+/*
+ * fits_write_chksum() without the time.  CFITSIO's own puts the write time
+ * in the comments ("HDU checksum updated 2024-05-01T12:00:00"), so two runs
+ * a second apart give different bytes, and a re-run (after a kill -9, a
+ * --skip-existing that recomputes) never reproduces a file.  Here the
+ * comments are fixed, and the values are computed as CFITSIO computes them
+ * (fits_update_chksum's steps): fits_verify_chksum() still passes.
+ * fits_write_chksum() is still called first, for what only it can do with
+ * the public API: close the header and write the data unit's fill bytes,
+ * which the data checksum covers; its dated comments are then replaced and
+ * the CHECKSUM recomputed over the final header.  No other card of ours
+ * carries a time (no DATE card is written; an input's are its own).
+ */
+static int write_chksum(fitsfile *out, int *status)
+{
+	unsigned long datasum = 0, hdusum = 0;
+	char ascii[17];
+
+	if (*status != 0)
+		return *status;
+	if (fits_write_chksum(out, status) != 0 ||
+	    fits_modify_comment(out, "DATASUM", "data unit checksum", status) != 0 ||
+	    /* the value is zeroed while the HDU is summed, as CFITSIO does:
+	     * the encoded complement then makes the whole HDU sum to -0 */
+	    fits_modify_key_str(out, "CHECKSUM", "0000000000000000", "HDU checksum", status) != 0 ||
+	    fits_get_chksum(out, &datasum, &hdusum, status) != 0)
+		return *status;
+	fits_encode_chksum(hdusum, 1, ascii);
+	return fits_modify_key_str(out, "CHECKSUM", ascii, "&", status);
+}
+
 /* A new image HDU with EXTNAME (and BUNIT if given), holding data. */
 /* copy_header() from the input's IMAGE HDU (its primary HDU when it has
  * none) into out's current HDU. */
@@ -555,7 +586,7 @@ static int put_fibermap(fitsfile *in, fitsfile *out, int specmin, int nspec, lon
 		return *status;
 	if (specmin > 0 && fits_delete_rows(out, 1, specmin, status) != 0)
 		return *status;
-	return fits_write_chksum(out, status);
+	return write_chksum(out, status);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -685,7 +716,7 @@ static int put_scores(fitsfile *out, const frame_scores_t *sc, int nspec, int *s
 	fits_write_col(out, TFLOAT, 1, 1, 1, nspec, sc->sum, status);
 	fits_write_col(out, TDOUBLE, 2, 1, 1, nspec, sc->count, status);
 	fits_write_col(out, TDOUBLE, 3, 1, 1, nspec, sc->snr, status);
-	return fits_write_chksum(out, status);
+	return write_chksum(out, status);
 }
 
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
@@ -772,30 +803,30 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	if (fr->heliocor > 0)
 		fits_update_key_fixdbl(out, "HELIOCOR", fr->heliocor, 15,
 				       "Barycentric correction factor applied to wave", &status);
-	if (status != 0 || fits_write_chksum(out, &status) != 0)
+	if (status != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write IVAR";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "IVAR", "Angstrom**2/electron**2", fr->ivar,
-		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		      &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write MASK";
 	if (put_image(out, ULONG_IMG, TUINT, 2, n2, "MASK", NULL, fr->mask, &status) != 0 ||
-	    fits_write_chksum(out, &status) != 0)
+	    write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write WAVELENGTH";
 	if (put_image(out, DOUBLE_IMG, TDOUBLE, 1, n1, "WAVELENGTH", "Angstrom", fr->wave,
-		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		      &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write RESOLUTION";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 3, n3, "RESOLUTION", NULL, fr->resolution,
-		      &status) != 0 || fits_write_chksum(out, &status) != 0)
+		      &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot copy FIBERMAP";
 	if (fm_rows > 0 && put_fibermap(fm, out, fr->specmin, fr->nspec, fm_rows, &status) != 0)
 		goto fail;
 	what = "cannot write CHI2PIX";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, &status) != 0 ||
-	    fits_write_chksum(out, &status) != 0)
+	    write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write SCORES";
 	if (fr->scores && put_scores(out, &sc, fr->nspec, &status) != 0)
@@ -872,7 +903,7 @@ int desi_model_write_into(const char *tmp, const char *path, const desi_model_t 
 			   "wavelength of its PSF spot times its deconvolved flux (the solution "
 			   "of A'NA f = A'Np before decorrelation), from the patch where it is "
 			   "core; residual = IMAGE - MODEL.", &status);
-	if (status != 0 || fits_write_chksum(out, &status) != 0)
+	if (status != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot close the temporary file";
 	if (fits_close_file(out, &status) != 0) {
@@ -891,5 +922,52 @@ fail:
 	fits_clear_errmsg();
 out:
 	close_quietly(in);
+	return rc;
+}
+
+int desi_output_verify(const char *path, sp_err_t *err)
+{
+	static const char *const frame_hdus[] = { "IVAR", "MASK", "WAVELENGTH", "RESOLUTION",
+						   "CHI2PIX" };
+	fitsfile *f = NULL;
+	int rc = desi_fits_open(path, &f, err), status = 0, nhdu = 0, frame = 0;
+	unsigned found = 0;
+
+	if (rc != 0)
+		return rc;
+	if (fits_get_num_hdus(f, &nhdu, &status) != 0)
+		rc = fits_fail(err, SP_EFORMAT, path, "cannot count the HDUs", status);
+	for (int h = 1; rc == 0 && h <= nhdu; h++) {
+		char name[FLEN_VALUE] = "", label[32];
+		int type, dok = 0, hok = 0;
+		snprintf(label, sizeof label, "number %d", h);
+		if (fits_movabs_hdu(f, h, &type, &status) != 0 ||
+		    fits_verify_chksum(f, &dok, &hok, &status) != 0) {
+			rc = fits_fail(err, SP_EFORMAT, path, "cannot verify the checksums", status);
+			break;
+		}
+		if ((rc = desi_fitskey_str(f, path, label, "EXTNAME", name, sizeof name, "", err)) != 0)
+			break;
+		if (dok == 0 || hok == 0)
+			rc = sp_seterr(err, SP_EFORMAT, "%s: HDU %d (%s) has no %s", path, h,
+				       name[0] ? name : "unnamed", hok == 0 ? "CHECKSUM" : "DATASUM");
+		else if (dok < 0)
+			rc = sp_seterr(err, SP_EFORMAT, "%s: HDU %d (%s): its data do not match its "
+				       "DATASUM", path, h, name[0] ? name : "unnamed");
+		else if (hok < 0)
+			rc = sp_seterr(err, SP_EFORMAT, "%s: HDU %d (%s): it does not match its "
+				       "CHECKSUM", path, h, name[0] ? name : "unnamed");
+		if (h == 1)
+			frame = strcmp(name, "FLUX") == 0;
+		for (size_t k = 0; k < sizeof frame_hdus / sizeof frame_hdus[0]; k++)
+			if (strcmp(name, frame_hdus[k]) == 0)
+				found |= 1u << k;
+	}
+	for (size_t k = 0; rc == 0 && frame && k < sizeof frame_hdus / sizeof frame_hdus[0]; k++)
+		if (!(found & (1u << k)))
+			rc = sp_seterr(err, SP_EFORMAT, "%s: the frame has no %s HDU", path,
+				       frame_hdus[k]);
+	fits_clear_errmsg();
+	close_quietly(f);
 	return rc;
 }

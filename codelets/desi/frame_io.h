@@ -115,4 +115,13 @@ typedef struct desi_model {
 int desi_model_write_into(const char *tmp, const char *path, const desi_model_t *m,
 			  const char *image_path, sp_err_t *err);
 
+/* Checks an existing output (a frame or a model, as the writers above make
+ * them) before --skip-existing keeps it: it opens as desi_fits_open()
+ * opens inputs (which refuses a file shorter than its headers say), every
+ * HDU has CHECKSUM and DATASUM and fits_verify_chksum() accepts both, and
+ * a frame (primary EXTNAME 'FLUX') has IVAR, MASK, WAVELENGTH, RESOLUTION
+ * and CHI2PIX.  Returns 0, or SP_EFORMAT with err naming the file, the HDU
+ * and what is wrong. */
+int desi_output_verify(const char *path, sp_err_t *err);
+
 #endif /* SP_DESI_FRAME_IO_H */

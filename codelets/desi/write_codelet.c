@@ -216,6 +216,15 @@ static int write_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	return 0;
 }
 
+/* --skip-existing: the frame and the model verified (desi_output_verify). */
+static int write_verify(const sp_gstage_t *st, const char *param, const char *path,
+			sp_err_t *err)
+{
+	(void)st;
+	(void)param;
+	return desi_output_verify(path, err);
+}
+
 static const sp_param_spec_t write_params[] = {
 	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output frame FITS (desispec layout)", 0 },
 	{ "no_scores", SP_PT_BOOL, "false", 0, -1, NULL,
@@ -244,4 +253,5 @@ const sp_stage_kind_t sp_desi_write_kind = {
 	.run_tile = write_tile,
 	.estimate = write_estimate,
 	.sibling = write_sibling,
+	.verify = write_verify,
 };

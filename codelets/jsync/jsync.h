@@ -66,6 +66,18 @@ size_t jsync_split(int64_t N, size_t nchunks, int64_t *bounds);
  * vector gives e = 0 and vq = 0. */
 int jsync_quantize(const double *v, int64_t P, int64_t *vq);
 
+/* The first of the P matrices of R that is not a rotation: a non-finite
+ * entry, or ||R^T R - I||_F > tol.  J-sync's power method assumes rotations;
+ * on an all-zero or a scaled matrix (1e308) it "converges" to meaningless
+ * signs, so such an input is refused instead.  Returns its index, or P when
+ * every matrix is a rotation; *dev receives that matrix's deviation (inf
+ * when it is not finite). */
+int64_t jsync_first_nonrotation(const double *R, int64_t P, double tol, double *dev);
+
+/* The tolerance jsync.read applies: rotations written in float32 and read
+ * back deviate by about 1e-7. */
+#define JSYNC_ROT_TOL 1e-3
+
 /* ---- CPU kernels (single-threaded) ---- */
 
 /* The choices of every triplet in the runs of pairs [p0, p1) of R, written

@@ -116,6 +116,29 @@ size_t jsync_split(int64_t N, size_t nchunks, int64_t *bounds)
 	return n;
 }
 
+int64_t jsync_first_nonrotation(const double *R, int64_t P, double tol, double *dev)
+{
+	for (int64_t p = 0; p < P; p++) {
+		const double *M = R + 9 * p;
+		double f = 0.0;
+		for (int a = 0; a < 3; a++)
+			for (int c = 0; c < 3; c++) {
+				/* (R^T R)[a][c] - I[a][c]: columns a and c */
+				double g = M[a] * M[c] + M[3 + a] * M[3 + c] + M[6 + a] * M[6 + c];
+				g -= a == c;
+				f += g * g;
+			}
+		f = sqrt(f);
+		/* !(f <= tol): a NaN or an overflow to inf fails too */
+		if (!(f <= tol)) {
+			*dev = isfinite(f) ? f : INFINITY;
+			return p;
+		}
+	}
+	*dev = 0.0;
+	return P;
+}
+
 int jsync_quantize(const double *v, int64_t P, int64_t *vq)
 {
 	double vmax = 0.0;

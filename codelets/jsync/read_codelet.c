@@ -11,6 +11,7 @@ struct jsync_read_arg {
 	sp_taskctx_t *ctx;
 	char *path;
 	sp_npy_t npy;
+	int64_t N;
 };
 
 static void read_cpu(void *buffers[], void *cl_arg)
@@ -21,8 +22,22 @@ static void read_cpu(void *buffers[], void *cl_arg)
 
 	if (sp_status_failed(a->ctx->status))
 		return;
-	if (sp_npy_read_f8(a->path, &a->npy, R, &err) != 0)
+	if (sp_npy_read_f8(a->path, &a->npy, R, &err) != 0) {
 		sp_status_set_err(a->ctx->status, &err);
+		return;
+	}
+	/* Degenerate matrices (all zeros, huge, not orthogonal) would give
+	 * signs without meaning and exit 0: the item fails, naming the first. */
+	int64_t P = a->npy.shape[0], i, j;
+	double dev;
+	int64_t p = jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev);
+	if (p < P) {
+		jsync_pair_ij(a->N, p, &i, &j);
+		sp_status_set(a->ctx->status, SP_EFORMAT,
+			      "%s: matrix %lld (pair %lld, %lld) is not a rotation: "
+			      "||R^T R - I||_F = %.3g, more than %g",
+			      a->path, (long long)p, (long long)i, (long long)j, dev, JSYNC_ROT_TOL);
+	}
 }
 
 /* File I/O runs on CPU workers only: the file system is there. */
@@ -114,6 +129,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 		return sp_status_set_err(status, &err);
 	r->N = N;
 	r->P = P;
+	a->N = N;
 	if (starpu_malloc((void **)&r->R, (size_t)P * 9 * sizeof(double)) != 0) {
 		r->R = NULL;
 		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %lld bytes", a->path,

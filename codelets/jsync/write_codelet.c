@@ -127,6 +127,24 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	return 0;
 }
 
+/* --skip-existing: an existing output's NPY header parses, its size is the
+ * one its shape says (sp_npy_open), and the shape is the parameter's: [P]
+ * for the signs, [P, 3, 3] for the synced rotations. */
+static int write_verify(const sp_gstage_t *st, const char *param, const char *path,
+			sp_err_t *err)
+{
+	sp_npy_t h;
+	(void)st;
+	int rc = sp_npy_open(path, &h, err);
+	if (rc != 0)
+		return rc;
+	int synced = strcmp(param, "synced") == 0;
+	if (synced ? h.ndim != 3 || h.shape[1] != 3 || h.shape[2] != 3 : h.ndim != 1)
+		return sp_seterr(err, SP_ESHAPE, "%s: not of shape %s", path,
+				 synced ? "(P, 3, 3)" : "(P,)");
+	return 0;
+}
+
 static const sp_param_spec_t write_params[] = {
 	{ "signs", SP_PT_OUTPUT, NULL, 0, -1, NULL, "output NPY float64 [P]: +1 keep, -1 conjugate", 0 },
 	{ "synced", SP_PT_OUTPUT, "", 0, -1, NULL,
@@ -145,4 +163,5 @@ const sp_stage_kind_t sp_jsync_write_kind = {
 	.impl = SP_IMPL_CPU,
 	.codelets = "jsync_write",
 	.run = write_run,
+	.verify = write_verify,
 };
