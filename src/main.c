@@ -17,6 +17,7 @@
 #include "graph.h"
 #include "cluster.h"
 #include "run.h"
+#include "sched_hp.h"
 #include "runtime.h"
 #include "stage.h"
 #include "tune.h"
@@ -725,6 +726,8 @@ static int cmd_run(struct cli *c, sp_graph_t *g)
 		status = EXIT_RUNTIME;
 		goto out;
 	}
+	if (c->verbose && rank0 && sp_runtime_heteroprio())
+		sp_hp_describe(stderr); /* what auto chose on a GPU node, and why */
 	int ret = sp_run(g, items, nitems, &ro, &res);
 	if (ret == SP_EINVAL) {
 		/* every rank refuses alike; the rank with the reason says it */

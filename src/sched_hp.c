@@ -261,9 +261,11 @@ int sp_hp_bucket(const char *kernel, int32_t where)
 
 void sp_hp_describe(FILE *f)
 {
-	fprintf(f, "heteroprio buckets (margin %.2g):\n", hp.margin);
+	fprintf(f, "heteroprio buckets of the graph (CPU slow factor = CPU/GPU ratio x margin %.2g):\n",
+		hp.margin);
 	for (int i = 0; i < hp.n; i++)
-		fprintf(f, "  %2d %-20s %-8s ratio %8.3g  CPU slow factor %8.3g\n", i,
+		if (i == 0 || hp.b[i].stage < (1 << 30))
+			fprintf(f, "  %2d %-20s %-8s ratio %8.3g  CPU slow factor %8.3g\n", i,
 			hp.b[i].symbol ? hp.b[i].symbol : "(StarPU's)",
 			hp.b[i].archs == 3 ? "cpu+cuda" : hp.b[i].archs == 1 ? "cpu" : "cuda",
 			hp.b[i].ratio, hp.b[i].slow);

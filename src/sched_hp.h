@@ -54,7 +54,8 @@ void sp_hp_init_cb(unsigned sched_ctx_id);
  * the codelet's own). */
 int sp_hp_bucket(const char *kernel, int32_t where);
 
-/* Prints the buckets (symbol, archs, CPU/GPU ratio, slow factor). */
+/* Prints the graph's buckets (symbol, archs, CPU/GPU ratio, slow factor):
+ * starpipe run -v on a GPU node. */
 void sp_hp_describe(FILE *f);
 
 #endif
