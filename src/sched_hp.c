@@ -25,7 +25,8 @@ enum { ARCH_CPU = 1, ARCH_CUDA = 2 };
 struct bucket {
 	const char *symbol; /* NULL: bucket 0, StarPU's own tasks */
 	unsigned archs;
-	int stage;    /* first graph stage that uses it; INT_MAX: none */
+	int stage;    /* first graph stage that uses it; 1 << 30: none */
+	int prio;     /* that stage's `priority:` */
 	double ratio; /* CPU time / GPU time; NAN: unknown */
 	double slow;  /* the CPUs' slow factor */
 };
@@ -124,17 +125,19 @@ static int find(const char *symbol, unsigned archs)
 	return -1;
 }
 
-static void add(const char *symbol, unsigned archs, int stage)
+static void add(const char *symbol, unsigned archs, int stage, int prio)
 {
 	int i = find(symbol, archs);
 	if (i > 0) {
-		if (stage < hp.b[i].stage)
+		if (stage < hp.b[i].stage) {
 			hp.b[i].stage = stage;
+			hp.b[i].prio = prio;
+		}
 		return;
 	}
 	if (archs == 0 || hp.n == STARPU_HETEROPRIO_MAX_PRIO)
 		return;
-	hp.b[hp.n++] = (struct bucket){ symbol, archs, stage, NAN, 0 };
+	hp.b[hp.n++] = (struct bucket){ symbol, archs, stage, prio, NAN, 0 };
 }
 
 void sp_hp_plan(const sp_graph_t *g, double margin)
@@ -162,7 +165,7 @@ static void build(void)
 		if (registry[i]->model != NULL && registry[i]->model->symbol != NULL)
 			any |= codelet_archs(registry[i]->model->symbol);
 	hp.n = 1;
-	hp.b[0] = (struct bucket){ NULL, any & ARCH_CUDA ? ARCH_CPU | ARCH_CUDA : ARCH_CPU, -1, NAN, 0 };
+	hp.b[0] = (struct bucket){ NULL, any & ARCH_CUDA ? ARCH_CPU | ARCH_CUDA : ARCH_CPU, -1, 0, NAN, 0 };
 	/* the graph's codelets first, in stage order */
 	for (size_t s = 0; hp.g != NULL && s < hp.g->nstages; s++) {
 		const sp_gstage_t *st = &hp.g->stages[s];
@@ -179,14 +182,14 @@ static void build(void)
 			if (p == NULL)
 				continue;
 			unsigned a = codelet_archs(sym), r = stage_archs(st);
-			add(sym, a, (int)s);
+			add(sym, a, (int)s, st->priority);
 			if (r != 0 && (a & r) != 0 && (a & r) != a)
-				add(sym, a & r, (int)s);
+				add(sym, a & r, (int)s, st->priority);
 		}
 	}
 	for (int i = 0; i < nregistry; i++)
 		if (registry[i]->model != NULL && registry[i]->model->symbol != NULL)
-			add(registry[i]->model->symbol, codelet_archs(registry[i]->model->symbol), 1 << 30);
+			add(registry[i]->model->symbol, codelet_archs(registry[i]->model->symbol), 1 << 30, 0);
 	for (int i = 1; i < hp.n; i++) {
 		struct bucket *b = &hp.b[i];
 		if (b->archs != (ARCH_CPU | ARCH_CUDA))
@@ -216,6 +219,8 @@ static int order_gpu(const void *x, const void *y)
 	const struct bucket *a = &hp.b[*(const int *)x], *b = &hp.b[*(const int *)y];
 	if (a->symbol == NULL || b->symbol == NULL)
 		return a->symbol == NULL ? -1 : 1;
+	if (a->prio != b->prio)
+		return b->prio - a->prio; /* the graph's `priority:` first */
 	return b->stage - a->stage; /* the last stage first */
 }
 

@@ -20,8 +20,9 @@
  * - CPUs visit the CPU-only buckets first, in stage order (reads early,
  *   then stitching and writes: they free items' memory), then the shared
  *   buckets by increasing ratio (what they do least badly);
- * - GPUs visit the shared buckets from the last stage back (finish the items
- *   that are furthest along: their writes overlap the next items' work);
+ * - GPUs visit the shared buckets by the graph's `priority:` (higher first),
+ *   then from the last stage back (finish the items that are furthest along:
+ *   their writes overlap the next items' work);
  * - within a bucket tasks are served first in, first out, so items finish
  *   in order and the batch's I/O overlaps its computation.
  *
