@@ -22,6 +22,10 @@ void sp__codelet_register(struct starpu_codelet *cl)
 
 enum { ARCH_CPU = 1, ARCH_CUDA = 2 };
 
+/* The CPU/GPU time ratio assumed for a codelet without models on both
+ * (doc/scheduling.md: 27-1,030 on the H200 node). */
+#define SP_HP_RATIO_UNKNOWN 27.0
+
 struct bucket {
 	const char *symbol; /* NULL: bucket 0, StarPU's own tasks */
 	unsigned archs;
@@ -195,8 +199,12 @@ static void build(void)
 		if (b->archs != (ARCH_CPU | ARCH_CUDA))
 			continue;
 		b->ratio = model_ratio(b->symbol);
-		/* uncalibrated (or a CPU faster than the GPU): no restriction */
-		b->slow = isfinite(b->ratio) && b->ratio > 1 ? b->ratio * hp.margin : 0;
+		/* A CPU at least as fast: no restriction.  Uncalibrated (a node
+		 * type without models yet): assume the GPU SP_HP_RATIO_UNKNOWN
+		 * times faster, the smallest ratio measured on the H200 node,
+		 * rather than let CPUs take GPU work freely. */
+		double r = isfinite(b->ratio) ? b->ratio : SP_HP_RATIO_UNKNOWN;
+		b->slow = r > 1 ? r * hp.margin : 0;
 	}
 }
 
@@ -270,8 +278,10 @@ void sp_hp_describe(FILE *f)
 		hp.margin);
 	for (int i = 0; i < hp.n; i++)
 		if (i == 0 || hp.b[i].stage < (1 << 30))
-			fprintf(f, "  %2d %-20s %-8s ratio %8.3g  CPU slow factor %8.3g\n", i,
+			fprintf(f, "  %2d %-20s %-8s ratio %8.3g%s  CPU slow factor %8.3g\n", i,
 			hp.b[i].symbol ? hp.b[i].symbol : "(StarPU's)",
 			hp.b[i].archs == 3 ? "cpu+cuda" : hp.b[i].archs == 1 ? "cpu" : "cuda",
-			hp.b[i].ratio, hp.b[i].slow);
+			hp.b[i].ratio,
+			hp.b[i].archs == 3 && !isfinite(hp.b[i].ratio) ? " (no model: 27 assumed)" : "",
+			hp.b[i].slow);
 }
