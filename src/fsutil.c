@@ -354,21 +354,23 @@ int sp_open_append(const char *path, const char *what, sp_err_t *err)
 	struct stat sb;
 	/* lstat first, for a message that says what is there; the checks on
 	 * the descriptor below are the ones that hold if it changes meanwhile */
-	if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
-		return sp_seterr(err, SP_EIO, "%s: %s is a symbolic link; refused (remove it or "
-				 "choose another name)", path, what);
-	if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-		return sp_seterr(err, SP_EIO, "%s: %s is %s, not a regular file; refused", path, what,
-				 file_kind(sb.st_mode));
+	int there = lstat(path, &sb) == 0;
+	if (there && S_ISLNK(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: cannot open %s: it is a symbolic link; refused "
+				 "(remove it or choose another name)", path, what);
+	if (there && !S_ISREG(sb.st_mode))
+		return sp_seterr(err, SP_EIO, "%s: cannot open %s: it is %s, not a regular file; "
+				 "refused", path, what, file_kind(sb.st_mode));
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
 			    O_CLOEXEC, 0666);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ELOOP)
-			return sp_seterr(err, SP_EIO, "%s: %s is a symbolic link; refused", path, what);
-		if (e == ENXIO) /* a FIFO with no reader, planted since the lstat */
-			return sp_seterr(err, SP_EIO, "%s: %s is a FIFO, not a regular file; refused",
+			return sp_seterr(err, SP_EIO, "%s: cannot open %s: it is a symbolic link; refused",
 					 path, what);
+		if (e == ENXIO) /* a FIFO with no reader, planted since the lstat */
+			return sp_seterr(err, SP_EIO, "%s: cannot open %s: it is a FIFO, not a regular "
+					 "file; refused", path, what);
 		return sp_seterr(err, SP_EIO, "%s: cannot open %s: %s", path, what, strerror(e));
 	}
 	int fl;
@@ -379,8 +381,8 @@ int sp_open_append(const char *path, const char *what, sp_err_t *err)
 	}
 	if (!S_ISREG(sb.st_mode)) {
 		close(fd);
-		return sp_seterr(err, SP_EIO, "%s: %s is %s, not a regular file; refused", path, what,
-				 file_kind(sb.st_mode));
+		return sp_seterr(err, SP_EIO, "%s: cannot open %s: it is %s, not a regular file; "
+				 "refused", path, what, file_kind(sb.st_mode));
 	}
 	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
 		int e = errno;

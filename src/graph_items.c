@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,10 +355,13 @@ size_t sp_graph_dedupe(char **items, size_t *n, char *example, size_t exsize)
 			first = i;
 			continue;
 		}
-		if (dropped++ == 0 && exsize > 0 && strcmp(items[v[i].idx], items[v[first].idx]) == 0)
-			snprintf(example, exsize, "'%s' twice", items[v[i].idx]);
-		else if (dropped == 1 && exsize > 0)
-			snprintf(example, exsize, "'%s' is '%s'", items[v[i].idx], items[v[first].idx]);
+		if (dropped++ == 0 && exsize > 0) {
+			const char *again = items[v[i].idx], *kept = items[v[first].idx];
+			if (strcmp(again, kept) == 0)
+				snprintf(example, exsize, "'%s' twice", again);
+			else
+				snprintf(example, exsize, "'%s' is '%s'", again, kept);
+		}
 		drop[v[i].idx] = 1;
 	}
 	for (size_t i = 0; i < nin; i++)

@@ -1067,6 +1067,33 @@ static void test_preview(void **state)
 	assert_int_equal(apple_preview_write_into(tmp, path, &img[0][0], NY, NX, xy, 1, 50, 8,
 						  &err), SP_EINVAL);
 	assert_int_not_equal(access(tmp, F_OK), 0);
+	/* A full disk is named (libpng's own writer said "Write Error"):
+	 * /dev/full fails every write with ENOSPC. */
+	if (access("/dev/full", W_OK) == 0) {
+		memset(&err, 0, sizeof err);
+		assert_int_equal(apple_preview_write_into("/dev/full", path, &img[0][0], NY, NX, xy, 1,
+							  50, 100, &err), SP_EIO);
+		if (strstr(err.msg, "preview.png: cannot write the preview: No space left on device") ==
+		    NULL) {
+			print_message("# %s\n", err.msg);
+			fail();
+		}
+	}
+	/* and a symlink at the temporary's name is not followed */
+	char target[700];
+	snprintf(target, sizeof target, "%s.target", path);
+	FILE *t = fopen(target, "w");
+	assert_non_null(t);
+	fputs("precious\n", t);
+	assert_int_equal(fclose(t), 0);
+	assert_int_equal(symlink(target, tmp), 0);
+	assert_int_equal(apple_preview_write_into(tmp, path, &img[0][0], NY, NX, xy, 1, 50, 100,
+						  &err), SP_EIO);
+	struct stat sb;
+	assert_int_equal(stat(target, &sb), 0);
+	assert_int_equal(sb.st_size, 9);
+	unlink(tmp);
+	unlink(target);
 #undef PIX
 }
 

@@ -873,6 +873,110 @@ static void test_model(void **state)
 	no_temp_left(out);
 }
 
+/* The whole file into a malloc'd buffer; its size in *n. */
+static unsigned char *read_all(const char *path, long *n)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	*n = ftell(f);
+	rewind(f);
+	unsigned char *b = malloc((size_t)*n + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)*n, f), (size_t)*n);
+	fclose(f);
+	return b;
+}
+
+static void expect_verify_error(const char *path, const char *phrase)
+{
+	sp_err_t err = { 0, "" };
+	int rc = desi_output_verify(path, &err);
+	if (rc == 0 || strstr(err.msg, phrase) == NULL || strstr(err.msg, path) == NULL) {
+		print_message("# %s: expected an error with '%s', got %d '%s'\n", path, phrase, rc,
+			      err.msg);
+		fail();
+	}
+}
+
+/* Issue 23: the frame's bytes do not depend on when it is written (no time
+ * in the CHECKSUM/DATASUM comments, no DATE card), its checksums verify,
+ * and desi_output_verify() tells a whole frame from a damaged one. */
+static void test_deterministic_verified(void **state)
+{
+	(void)state;
+	char img[600], a[600], b[600], cut[600];
+	static frame_data_t d;
+	sp_err_t err = { 0, "" };
+
+	make_frame(&d, 0, "psf.fits");
+	tmp_path(img, sizeof img, "det-in.fits");
+	write_image(img, IMG_FULL);
+	tmp_path(a, sizeof a, "det-a.fits");
+	tmp_path(b, sizeof b, "det-b.fits");
+	assert_int_equal(desi_frame_write(a, &d.fr, img, &err), 0);
+	sleep(1); /* CFITSIO's own comments change every second */
+	assert_int_equal(desi_frame_write(b, &d.fr, img, &err), 0);
+	long na, nb;
+	unsigned char *ba = read_all(a, &na), *bb = read_all(b, &nb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(ba, bb, (size_t)na);
+	free(bb);
+
+	fitsfile *f;
+	int status = 0, nhdu = 0, type;
+	check_fits(fits_open_diskfile(&f, a, READONLY, &status), "open");
+	check_fits(fits_get_num_hdus(f, &nhdu, &status), "num_hdus");
+	assert_true(nhdu >= 7);
+	for (int h = 1; h <= nhdu; h++) {
+		int dok = 0, hok = 0, nkeys = 0;
+		char val[FLEN_VALUE], com[FLEN_COMMENT], card[FLEN_CARD];
+		check_fits(fits_movabs_hdu(f, h, &type, &status), "movabs");
+		check_fits(fits_verify_chksum(f, &dok, &hok, &status), "verify");
+		assert_int_equal(dok, 1);
+		assert_int_equal(hok, 1);
+		check_fits(fits_read_keyword(f, "CHECKSUM", val, com, &status), "CHECKSUM");
+		assert_string_equal(com, "HDU checksum");
+		check_fits(fits_read_keyword(f, "DATASUM", val, com, &status), "DATASUM");
+		assert_string_equal(com, "data unit checksum");
+		check_fits(fits_get_hdrspace(f, &nkeys, NULL, &status), "hdrspace");
+		for (int k = 1; k <= nkeys; k++) {
+			check_fits(fits_read_record(f, k, card, &status), "record");
+			if (strncmp(card, "DATE    ", 8) == 0 || strstr(card, "updated") != NULL) {
+				print_message("# HDU %d has a dated card: %s\n", h, card);
+				fail();
+			}
+		}
+	}
+	LONGLONG start3 = 0, hstart, dstart1 = 0, dstart, dend;
+	check_fits(fits_movabs_hdu(f, 1, &type, &status), "movabs 1");
+	check_fits(fits_get_hduaddrll(f, &hstart, &dstart1, &dend, &status), "hduaddr");
+	check_fits(fits_movabs_hdu(f, 3, &type, &status), "movabs 3");
+	check_fits(fits_get_hduaddrll(f, &start3, &dstart, &dend, &status), "hduaddr");
+	fits_close_file(f, &status);
+
+	sp_err_t verr = { 0, "" };
+	int rc = desi_output_verify(a, &verr);
+	if (rc != 0) {
+		print_message("# a whole frame is refused: %s\n", verr.msg);
+		fail();
+	}
+	/* cut to 100 bytes; cut after its first two HDUs (the rest missing,
+	 * every checksum that is left right); one flipped bit in FLUX's data */
+	tmp_path(cut, sizeof cut, "det-cut.fits");
+	copy_truncated(a, cut, 100);
+	expect_verify_error(cut, "truncated");
+	copy_truncated(a, cut, (long)start3);
+	expect_verify_error(cut, "the frame has no MASK HDU");
+	ba[dstart1 + 5] ^= 1;
+	FILE *o = fopen(cut, "wb");
+	assert_non_null(o);
+	assert_int_equal(fwrite(ba, 1, (size_t)na, o), (size_t)na);
+	assert_int_equal(fclose(o), 0);
+	expect_verify_error(cut, "HDU 1 (FLUX): its data do not match its DATASUM");
+	free(ba);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -885,6 +989,7 @@ int main(void)
 		cmocka_unit_test(test_scores),
 		cmocka_unit_test(test_astropy),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_deterministic_verified),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -547,6 +547,36 @@ static void test_power_generated(void **state)
 	}
 }
 
+/* jsync_first_nonrotation: exact rotations (the shared N=20 input) pass;
+ * a zero matrix, a scaled one, a NaN and an entry of 1e308 (R^T R
+ * overflows) are found, first one first, with their deviation. */
+static void test_nonrotation(void **state)
+{
+	(void)state;
+	static const int64_t shape[3] = { 190, 3, 3 };
+	double *R = load("rijs_rot_n20.npy", 3, shape);
+	int64_t P = shape[0];
+	double dev = -1;
+	assert_int_equal(jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev), P);
+	assert_true(dev == 0.0);
+	R[9 * 150 + 4] = 1e308;
+	assert_int_equal(jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev), 150);
+	assert_true(isinf(dev));
+	R[9 * 90] = NAN;
+	assert_int_equal(jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev), 90);
+	assert_true(isinf(dev));
+	for (int k = 0; k < 9; k++)
+		R[9 * 40 + k] *= 1.01; /* R^T R = 1.0201 I: ||.||_F = 0.0201 sqrt(3) */
+	assert_int_equal(jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev), 40);
+	if (fabs(dev - 0.0201 * sqrt(3.0)) > 1e-12)
+		fail_msg("deviation %.15g, expected %.15g", dev, 0.0201 * sqrt(3.0));
+	memset(R + 9 * 7, 0, 9 * sizeof *R);
+	assert_int_equal(jsync_first_nonrotation(R, P, JSYNC_ROT_TOL, &dev), 7);
+	if (fabs(dev - sqrt(3.0)) > 1e-15)
+		fail_msg("deviation %.15g, expected sqrt(3)", dev);
+	free(R);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +589,7 @@ int main(void)
 		cmocka_unit_test(test_power_shared),
 		cmocka_unit_test(test_power_vijs),
 		cmocka_unit_test(test_power_generated),
+		cmocka_unit_test(test_nonrotation),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* A PNG picture of a micrograph's picks (see preview.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -9,7 +10,6 @@
 
 #include <png.h>
 
-#include "../../src/fsutil.h"
 #include "preview.h"
 
 static int cmp_float(const void *a, const void *b)
@@ -139,10 +139,13 @@ int apple_preview_write_into(const char *tmp, const char *path, const float *img
 				      err);
 	if (rc != 0)
 		return rc;
-	int fd = sp_open_tmp(tmp, path, err);
+	/* O_CREAT as fopen("wb") did (a caller may pass a fresh name), never
+	 * through a symlink */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
 	if (fd < 0) {
+		int e = errno;
 		free(rgb);
-		return fd;
+		return sp_seterr(err, SP_EIO, "%s: cannot write the preview: %s", path, strerror(e));
 	}
 	/* volatile: read after a longjmp from libpng */
 	struct png_err *volatile e = calloc(1, sizeof *e);
