@@ -280,25 +280,34 @@ int sp_open_tmp(const char *tmp, const char *label, sp_err_t *err)
 	return fd;
 }
 
+/* Writes len bytes to fd, retrying on EINTR.  Returns 0, or the errno of
+ * the failure (ENOSPC for a write that wrote nothing); *done: bytes written. */
+static int write_all(int fd, const void *data, size_t len, size_t *done)
+{
+	const char *p = data;
+	*done = 0;
+	while (*done < len) {
+		ssize_t w = write(fd, p + *done, len - *done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : ENOSPC;
+		*done += (size_t)w;
+	}
+	return 0;
+}
+
 int sp_write_file_into(const char *tmp, const char *label, const void *data, size_t len,
 		       sp_err_t *err)
 {
 	int fd = sp_open_tmp(tmp, label, err);
 	if (fd < 0)
 		return fd;
-	const char *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : ENOSPC;
-			close(fd);
-			return sp_seterr(err, SP_EIO, "%s: write failed: %s", label, strerror(e));
-		}
-		p += w;
-		left -= (size_t)w;
+	size_t done;
+	int e = write_all(fd, data, len, &done);
+	if (e != 0) {
+		close(fd);
+		return sp_seterr(err, SP_EIO, "%s: write failed: %s", label, strerror(e));
 	}
 	if (fsync(fd) != 0 || close(fd) != 0) {
 		int e = errno;
@@ -396,24 +405,16 @@ int sp_append_record(int fd, const void *data, size_t len)
 {
 	struct stat sb;
 	off_t before = fstat(fd, &sb) == 0 ? sb.st_size : -1;
-	const char *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : ENOSPC;
-			/* half a record would make the next reader's parse fail:
-			 * cut it off, unless someone else appended since */
-			if (left < len && before >= 0 && fstat(fd, &sb) == 0 &&
-			    sb.st_size == before + (off_t)(len - left))
-				(void)!ftruncate(fd, before);
-			errno = e;
-			return -1;
-		}
-		p += w;
-		left -= (size_t)w;
+	size_t done;
+	int e = write_all(fd, data, len, &done);
+	if (e != 0) {
+		/* half a record would make the next reader's parse fail: cut it
+		 * off, unless someone else appended since */
+		if (done > 0 && before >= 0 && fstat(fd, &sb) == 0 &&
+		    sb.st_size == before + (off_t)done)
+			(void)!ftruncate(fd, before);
+		errno = e;
+		return -1;
 	}
 	return fsync(fd);
 }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -922,6 +923,25 @@ static size_t gp_title(FILE *g, const tune_t *t, const char *text)
 	return longest;
 }
 
+/* A plot script's head: its comment line and its title (printf-style).
+ * Returns the canvas width the title needs (at least 1200), or -1. */
+static int plot_head(FILE *g, const tune_t *t, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int plot_head(FILE *g, const tune_t *t, const char *fmt, ...)
+{
+	char *title = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&title, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -1;
+	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
+	int w = canvas_w(gp_title(g, t, title), 1200);
+	free(title);
+	return w;
+}
+
 /* Orders worker names as people count them: cpu2 before cpu10, CPUs before
  * cuda0 (runs of digits compare as numbers). */
 static int natcmp(const char *a, const char *b)
@@ -1048,27 +1068,17 @@ static int plot_workers(const tune_t *t, const cstat_t *s, size_t nr)
 		fprintf(d, "# %s: %s\n", b == 0 ? "best" : "worst", cfg_label(t, s[pick[b]].cfg));
 	}
 	fclose(d);
-	FILE *g = plot_file(t, "workers.gp", path, sizeof path);
-	if (g == NULL)
-		return -1;
-	char *title = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&title, &len);
-	if (m == NULL) {
-		fclose(g);
-		return -1;
-	}
-	fprintf(m, "per-worker time of the median run of\nbest (rank 1, the fastest median): %s",
-		cfg_label(t, s[0].cfg));
+	char worst[1200] = "";
 	if (nr > 1)
-		fprintf(m, "\nworst (rank %zu): %s", nr, cfg_label(t, s[nr - 1].cfg));
-	if (fclose(m) != 0 || title == NULL) {
-		fclose(g);
+		snprintf(worst, sizeof worst, "\nworst (rank %zu): %s", nr, cfg_label(t, s[nr - 1].cfg));
+	FILE *g = plot_file(t, "workers.gp", path, sizeof path);
+	int w = g == NULL ? -1 : plot_head(g, t, "per-worker time of the median run of\nbest (rank 1, "
+					  "the fastest median): %s%s", cfg_label(t, s[0].cfg), worst);
+	if (w < 0) {
+		if (g != NULL)
+			fclose(g);
 		return -1;
 	}
-	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
-	int w = canvas_w(gp_title(g, t, title), 1200);
-	free(title);
 	if ((int)nbars * LINE_PX + 300 > w)
 		w = (int)nbars * LINE_PX + 300;
 	fprintf(g, "set ylabel 'fraction of the makespan'\nset yrange [0:1.05]\nset grid ytics\n"
@@ -1151,23 +1161,13 @@ static int plot_gantt(const tune_t *t, const char *stem, const char *what, size_
 	char gpn[256];
 	snprintf(gpn, sizeof gpn, "%s.gp", stem);
 	FILE *g = plot_file(t, gpn, path, sizeof path);
-	if (g == NULL)
-		return -1;
-	char *title = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&title, &len);
-	if (m == NULL) {
-		fclose(g);
+	int w = g == NULL ? -1 : plot_head(g, t, "%s run: %s", what, label);
+	if (w < 0) {
+		if (g != NULL)
+			fclose(g);
 		return -1;
 	}
-	fprintf(m, "%s run: %s", what, label);
-	if (fclose(m) != 0 || title == NULL) {
-		fclose(g);
-		return -1;
-	}
-	fprintf(g, "# gnuplot script written by starpipe tune; run it in this folder\n");
-	int w = canvas_w(gp_title(g, t, title), 1200), h = (int)nw * LINE_PX + 250;
-	free(title);
+	int h = (int)nw * LINE_PX + 250;
 	h = h > 700 ? h : 700;
 	/* reversed: the first worker on top, as the ytics read */
 	fprintf(g, "set xlabel 'time since the first task started (s)'\n"
