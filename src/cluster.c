@@ -74,7 +74,23 @@ const char *sp_cluster_describe(void)
 	return "cluster mode: Open MPI " SP_STR(OMPI_MAJOR_VERSION) "." SP_STR(OMPI_MINOR_VERSION) "."
 		SP_STR(OMPI_RELEASE_VERSION) " (mpirun/srun starpipe run ...; --shard for job arrays)";
 #else
-	return "cluster mode: MPI (mpirun/srun starpipe run ...; --shard for job arrays)";
+	/* MPICH, Cray MPICH...: the library's own first line (MPI-3 allows the
+	 * call before MPI_Init), spaces collapsed */
+	static char buf[256];
+	char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+	int len = 0;
+	if (buf[0] == '\0') {
+		char first[96] = "";
+		size_t n = 0;
+		if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS)
+			for (const char *p = lib; *p != '\0' && *p != '\n' && n + 1 < sizeof first; p++)
+				if (!(*p == ' ' || *p == '\t') || (n > 0 && first[n - 1] != ' '))
+					first[n++] = (*p == '\t') ? ' ' : *p;
+		first[n] = '\0';
+		snprintf(buf, sizeof buf, "cluster mode: %s%s%s (mpirun/srun starpipe run ...; --shard for "
+			 "job arrays)", SP_MPI_IMPL, n > 0 ? ", " : "", first);
+	}
+	return buf;
 #endif
 #else
 	return "cluster mode: none (built without MPI; --shard I/K splits a batch)";
