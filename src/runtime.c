@@ -896,6 +896,11 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	fprintf(f, "items\t%zu\nfailed_items\t%zu\ntasks\t%llu\n", atomic_load(&rt.items_done),
 		failed, (unsigned long long)atomic_load(&rt.done));
 	fprintf(f, "wall_s\t%.6f\nmakespan_s\t%.6f\n", wall, makespan);
+#ifdef SP_SIMGRID
+	/* what the simulation charged beyond the models (sim_host.h) */
+	const char *hmf = sp_sim_host_file(), *slash = hmf != NULL ? strrchr(hmf, '/') : NULL;
+	fprintf(f, "sim_host_model\t%s\n", hmf == NULL ? "none" : slash != NULL ? slash + 1 : hmf);
+#endif
 	/* tasks per stage per worker type, stages in order of first start */
 	for (size_t i = 0; i < rt.nk; i++) {
 		size_t first = i;

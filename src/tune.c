@@ -754,9 +754,19 @@ static void write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k,
 	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok%s\n",
 		t->graph, t->ncfg, t->repeat, nok, t->nrows,
 		stop_signal ? " (interrupted: the sweep is incomplete)" : "");
-	if (t->simulate != NULL)
+	if (t->simulate != NULL) {
 		fprintf(f, "SIMULATED (starpipe-sim, SimGrid) on platform %s: every time below is a "
 			"prediction from the performance models in %s\n", t->simulate, t->pmdir);
+		const char *hm = NULL;
+		for (size_t i = 0; i < t->nrows && hm == NULL; i++)
+			hm = fig(&t->rows[i], "sim_host_model");
+		if (hm != NULL && strcmp(hm, "none") != 0)
+			fprintf(f, "with the host model %s (CPU contention, starvation, host work: "
+				"doc/scheduling.md)\n", hm);
+		else if (hm != NULL)
+			fprintf(f, "without a host model: the models' times alone, as if no task slowed "
+				"another (doc/scheduling.md)\n");
+	}
 	fputc('\n', f);
 	fprintf(f, "Ranked by median makespan (first task start to last task end), seconds:\n\n");
 	fprintf(f, "%4s %4s  %-*s %5s %9s %19s %9s %7s %s\n", "rank", "vs#1", w, "configuration",
