@@ -373,6 +373,15 @@ static void test_crafted_image_cards(void **state)
 	char endnul[80] = "END "; /* then 76 NULs */
 	assert_int_equal(craft_card_bytes(path, "MASK", "END", endnul), 0);
 	expect_fail(READ_IMAGE, path, "HDU 3: malformed END card");
+	/* ZIMAGE = T followed by junk: CFITSIO reads it as true, the
+	 * pre-scan took the HDU for an uncompressed one and skipped the checks
+	 * (found by tests/fuzz/fuzz_fits.c in the 10^7 run: SIGFPE) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZTILE2", "0"), 0);
+	assert_int_equal(craft_card_raw(path, "MASK", "ZIMAGE",
+					"ZIMAGE  =                    T$/ extension contains compressed image"),
+			 0);
+	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZTILE2 = 0 is out of range");
 	tmp_path(path, sizeof path, "rice-garbled.fits");
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_garble_tile(path, "MASK"), 0);

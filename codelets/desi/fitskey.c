@@ -545,8 +545,9 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 					h->zbadval = ll;
 				}
 				if (rc != 0 || !structural) {
-					if (strcmp(key, "ZIMAGE") == 0 && !is_string &&
-					    strcmp(val, "T") == 0)
+					/* CFITSIO takes a logical from its first character
+					 * ("T$" is true to it): anything but F counts */
+					if (strcmp(key, "ZIMAGE") == 0 && (is_string || val[0] != 'F'))
 						h->zimage = 1;
 					if (strcmp(key, "ZCMPTYPE") == 0 && is_string)
 						snprintf(h->zcmptype, sizeof h->zcmptype, "%s", val);
