@@ -232,26 +232,26 @@ static int order_gpu(const void *x, const void *y)
 	return b->stage - a->stage; /* the last stage first */
 }
 
+/* Maps a worker type's priorities 0, 1, ... to the buckets it may take,
+ * in the order `cmp` gives. */
+static void map_arch(unsigned ctx, enum starpu_heteroprio_types type, unsigned arch,
+		     int (*cmp)(const void *, const void *))
+{
+	int idx[STARPU_HETEROPRIO_MAX_PRIO], n = 0;
+	for (int i = 0; i < hp.n; i++)
+		if (hp.b[i].archs & arch)
+			idx[n++] = i;
+	qsort(idx, (size_t)n, sizeof idx[0], cmp);
+	starpu_heteroprio_set_nb_prios(ctx, type, (unsigned)n);
+	for (int k = 0; k < n; k++)
+		starpu_heteroprio_set_mapping(ctx, type, (unsigned)k, (unsigned)idx[k]);
+}
+
 void sp_hp_init_cb(unsigned ctx)
 {
-	int idx[STARPU_HETEROPRIO_MAX_PRIO], n;
 	build();
-	n = 0;
-	for (int i = 0; i < hp.n; i++)
-		if (hp.b[i].archs & ARCH_CPU)
-			idx[n++] = i;
-	qsort(idx, (size_t)n, sizeof idx[0], order_cpu);
-	starpu_heteroprio_set_nb_prios(ctx, STARPU_CPU_IDX, (unsigned)n);
-	for (int k = 0; k < n; k++)
-		starpu_heteroprio_set_mapping(ctx, STARPU_CPU_IDX, (unsigned)k, (unsigned)idx[k]);
-	n = 0;
-	for (int i = 0; i < hp.n; i++)
-		if (hp.b[i].archs & ARCH_CUDA)
-			idx[n++] = i;
-	qsort(idx, (size_t)n, sizeof idx[0], order_gpu);
-	starpu_heteroprio_set_nb_prios(ctx, STARPU_CUDA_IDX, (unsigned)n);
-	for (int k = 0; k < n; k++)
-		starpu_heteroprio_set_mapping(ctx, STARPU_CUDA_IDX, (unsigned)k, (unsigned)idx[k]);
+	map_arch(ctx, STARPU_CPU_IDX, ARCH_CPU, order_cpu);
+	map_arch(ctx, STARPU_CUDA_IDX, ARCH_CUDA, order_gpu);
 	for (int i = 0; i < hp.n; i++)
 		if (hp.b[i].archs == (ARCH_CPU | ARCH_CUDA) && hp.b[i].slow > 0) {
 			starpu_heteroprio_set_faster_arch(ctx, STARPU_CUDA_IDX, (unsigned)i);

@@ -188,11 +188,6 @@ const char *sp_sim_host_file(void)
 	return hm.loaded ? hm.file : NULL;
 }
 
-int sp_sim_host_starved(void)
-{
-	return hm.loaded && hm.starved;
-}
-
 /* Whether the stand-in runs a task (StarPU also calls a reduction's init and
  * reduce functions directly on a replica: nothing to charge then). */
 static struct starpu_task *task_of(void *buffers[])

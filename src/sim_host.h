@@ -54,9 +54,6 @@ int sp_sim_host_init(const char *pmdir, const char *host, const char *path, sp_e
 /* The file loaded, or NULL. */
 const char *sp_sim_host_file(void);
 
-/* Whether the run is starved (workers' threads >= the platform's cores). */
-int sp_sim_host_starved(void);
-
 /* The codelets' stand-ins (SP_CODELET in a SimGrid build).  The CPU one
  * (STARPU_CODELET_SIMGRID_EXECUTE) charges the task's model time with the
  * host model applied.  The CUDA one is asynchronous, as the real codelets
