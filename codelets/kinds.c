@@ -1,5 +1,5 @@
 /* Every stage kind a graph file may use: one line per kind, sorted by name. */
-#include "../src/stage.h"
+#include "stage.h"
 
 /*
  * DESIGN: the kinds live beside their codelets (codelets/<pipeline>/); this

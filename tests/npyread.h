@@ -1,4 +1,4 @@
-/* A test-local NPY reader (2-D, C order, any fixed-size dtype), independent of src/npy.c; include after cmocka.h. */
+/* A test-local NPY reader (2-D, C order, any fixed-size dtype), independent of src/io/npy.c; include after cmocka.h. */
 #ifndef SP_NPYREAD_H
 #define SP_NPYREAD_H
 

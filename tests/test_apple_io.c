@@ -19,7 +19,7 @@
 
 #include "testutil.h"
 #include "tiffwrite.h"
-#include "../src/rng.h"
+#include "rng.h"
 
 #include "../codelets/apple/micfile.h"
 #include "../codelets/apple/mrc.h"

@@ -1,4 +1,4 @@
-/* Unit tests of the makespan lower bounds (src/bound.c) on hand-solved cases. */
+/* Unit tests of the makespan lower bounds (src/run/bound.c) on hand-solved cases. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <starpu.h>
 
-#include "../src/bound.h"
+#include "bound.h"
 
 #define TOL 1e-9
 

@@ -20,7 +20,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/frame_io.h"
-#include "../src/fsutil.h"
+#include "fsutil.h"
 #include "desi_craft.h"
 
 /* desispec.maskbits.ccdmask */

@@ -17,7 +17,7 @@
 #include "../codelets/desi/desi_kern.h"
 #include "../codelets/desi/extract.h"
 #include "../codelets/desi/psf.h"
-#include "../src/rng.h"
+#include "rng.h"
 
 /*
  * A synthetic subbundle: NF fibres x M padded wavelengths per patch, NP

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../src/error.h"
+#include "error.h"
 
 /* A 4000-byte path of 40-byte components. */
 static void long_path(char *p, size_t size)

@@ -1,4 +1,4 @@
-/* Unit tests of the graph layer alone (src/graph*.c, src/stage.c): a registry of test kinds, no StarPU, no pipeline. */
+/* Unit tests of the graph layer alone (src/graph/graph*.c, src/graph/stage.c): a registry of test kinds, no StarPU, no pipeline. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <setjmp.h>
@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "../src/error.h"
-#include "../src/graph.h"
-#include "../src/runtime.h"
-#include "../src/stage.h"
+#include "error.h"
+#include "graph.h"
+#include "runtime.h"
+#include "stage.h"
 #include "test_kinds.h"
 
 static sp_graph_t *load(const char *text, sp_diag_t *d, int *rc)

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../src/json.h"
+#include "json.h"
 
 /* The JSON text of one string value. */
 static void check_str(const char *in, const char *want)

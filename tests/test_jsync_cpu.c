@@ -15,7 +15,7 @@
 
 #include "../codelets/jsync/jsync.h"
 #include "../codelets/jsync/jsync_ref.h"
-#include "../src/npy.h"
+#include "npy.h"
 
 static void *xmalloc(size_t n)
 {

@@ -14,7 +14,7 @@
 #include "../codelets/jsync/jsync.h"
 #include "../codelets/jsync/jsync_kern.h"
 #include "../codelets/jsync/jsync_ref.h"
-#include "../src/npy.h"
+#include "npy.h"
 
 /*
  * DESIGN.  jsync_cuda.cu gives each block a run (pair p of a chunk

@@ -1,12 +1,12 @@
 /* A registry of synthetic stage kinds for the graph layer's tests and its
- * fuzz target (tests/test_kinds.c): src/graph*.c and src/stage.c linked with
+ * fuzz target (tests/test_kinds.c): src/graph/graph*.c and src/graph/stage.c linked with
  * it need neither StarPU nor any pipeline.  Between them the kinds use every
  * parameter type (SP_PT_*), optional and required parameters, inputs,
  * outputs, tiling and both implementations. */
 #ifndef SP_TEST_KINDS_H
 #define SP_TEST_KINDS_H
 
-#include "../src/stage.h"
+#include "stage.h"
 
 /* The typed parameters of kind t.src. */
 struct src_params {

@@ -17,7 +17,7 @@
 
 #include "testutil.h"
 
-#include "../src/npy.h"
+#include "npy.h"
 
 static int setup(void **state)
 {

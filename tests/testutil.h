@@ -54,7 +54,7 @@ static inline const char *shared_path(char *buf, size_t size, const char *rel)
 	return buf;
 }
 
-/* How many temporaries of an output set (src/fsutil.h: ".NAME.starpipe-tmp.*")
+/* How many temporaries of an output set (src/io/fsutil.h: ".NAME.starpipe-tmp.*")
  * are beside the output `path`. */
 static inline int temps_beside(const char *path)
 {

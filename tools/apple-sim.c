@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/error.h"
-#include "../src/fsutil.h"
-#include "../src/rng.h"
+#include "error.h"
+#include "fsutil.h"
+#include "rng.h"
 #include "../codelets/apple/mrc.h"
 #include "../codelets/apple/star.h"
 #include "toolutil.h"

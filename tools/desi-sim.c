@@ -12,7 +12,7 @@
 
 #include <fitsio.h>
 
-#include "../src/rng.h"
+#include "rng.h"
 #include "../codelets/desi/fitskey.h"
 #include "../codelets/desi/plan.h"
 #include "../codelets/desi/psf.h"

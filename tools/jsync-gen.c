@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/rng.h"
+#include "rng.h"
 #include "../codelets/jsync/jsync.h"
-#include "../src/npy.h"
+#include "npy.h"
 #include "toolutil.h"
 
 /*

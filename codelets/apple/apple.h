@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 /* User parameters, pixels of the original micrograph (ASPIRE's names).  A
  * value <= 0 means "default" for every field but particle_size. */

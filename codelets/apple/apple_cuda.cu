@@ -4,10 +4,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 extern "C" {
 #include "apple.h"
-#include "../../src/error.h"
+#include "error.h"
 }
 #include "apple_kern.h"
 

@@ -4,7 +4,7 @@
 
 #include <starpu.h>
 
-#include "../../src/item.h"
+#include "item.h"
 #include "apple.h"
 #include "micfile.h"
 

@@ -11,7 +11,7 @@
  * row): the same image stored either way gives the same picks.
  */
 
-#include "../../src/error.h"
+#include "error.h"
 #include "mrc.h"
 #include "tiff.h"
 

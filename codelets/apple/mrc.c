@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "../../src/fsutil.h"
+#include "fsutil.h"
 
 /*
  * DESIGN.  Fields are decoded byte by byte (get32() below), never by

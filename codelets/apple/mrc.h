@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 #define APPLE_MRC_HEADER 1024
 

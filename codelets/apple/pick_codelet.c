@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../src/stage.h"
+#include "stage.h"
 #include "apple_glue.h"
 #include "apple_kern.h"
 #ifdef SP_HAVE_CUDA
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 #endif
 
 /*

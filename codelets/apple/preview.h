@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 /*
  * The micrograph img[ny][nx] binned by f = ceil(max(ny, nx) / max_side) (the

@@ -1,7 +1,7 @@
 /* StarPU glue of apple.read: an MRC or TIFF micrograph into a registered float32 buffer. */
 #include <stdlib.h>
 
-#include "../../src/stage.h"
+#include "stage.h"
 #include "apple_glue.h"
 
 struct apple_read_arg {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/fsutil.h"
+#include "fsutil.h"
 
 /* A growing text buffer; a failed append sets oom and keeps the text. */
 typedef struct text {

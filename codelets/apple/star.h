@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 /* Writes n integer picks xy[n][2] as a STAR file (layout above).  Returns
  * 0, SP_ENOMEM or SP_EIO. */

@@ -16,7 +16,7 @@
 
 #include <tiffio.h>
 
-#include "../../src/fsutil.h"
+#include "fsutil.h"
 
 /*
  * DESIGN.  The file is opened by sp_open_regular() (a FIFO or a device is

@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 typedef struct apple_tiff {
 	int nx, ny;          /* ImageWidth (columns), ImageLength (rows) */

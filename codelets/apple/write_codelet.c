@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/fsutil.h"
-#include "../../src/stage.h"
+#include "fsutil.h"
+#include "stage.h"
 #include "apple_glue.h"
 #include "micfile.h"
 #include "preview.h"

@@ -4,7 +4,7 @@
 
 #include <starpu.h>
 
-#include "../../src/item.h"
+#include "item.h"
 #include "frame_io.h"
 #include "plan.h"
 #include "psf.h"

@@ -3,13 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/runtime.h"
-#include "../../src/stage.h"
+#include "runtime.h"
+#include "stage.h"
 #include "barycorr.h"
 #include "desi_glue.h"
 #include "extract.h"
 #ifdef SP_HAVE_CUDA
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 #endif
 
 /*

@@ -8,10 +8,10 @@
 
 extern "C" {
 #include "extract.h"
-#include "../../src/error.h"
+#include "error.h"
 }
 #include "desi_kern.h"
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 
 /*
  * DESIGN.  The patches of a task go through the GPU together, in chunks

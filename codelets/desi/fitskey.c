@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../src/fsutil.h"
+#include "fsutil.h"
 
 /* "PATH: what: CFITSIO's status text (its oldest stacked message)"; the
  * stack is cleared. */

@@ -31,7 +31,7 @@
 
 #include <fitsio.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 /* Opens path read-only as a plain disk file.  Refuses (one line naming
  * the file and the reason): anything but a regular file, a file CFITSIO

@@ -9,7 +9,7 @@
 #endif
 
 #include "frame_io.h"
-#include "../../src/fsutil.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -41,7 +41,7 @@
  * such a pixel is counted in *nbad and a non-finite IMAGE value is replaced
  * by 0, so that the products with ivar = 0 downstream stay 0, not NaN.
  *
- * Writing.  The frame goes to a temporary of an output set (src/fsutil.h)
+ * Writing.  The frame goes to a temporary of an output set (src/io/fsutil.h)
  * in the same folder, with a checksum in every HDU, and is renamed over PATH
  * (with the item's other outputs) only when CFITSIO has closed it without
  * error; any failure removes the temporary file.

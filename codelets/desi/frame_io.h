@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 /* A pre-processed image: HDUs IMAGE (float32, electrons), IVAR (float32),
  * MASK (int16, any set bit except BADREADNOISE means "do not use"), found by
@@ -89,7 +89,7 @@ int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image
 		     sp_err_t *err);
 
 /* As desi_frame_write(), into `tmp`, a temporary of an output set
- * (src/fsutil.h) that the caller commits; `path` is the final name, for
+ * (src/io/fsutil.h) that the caller commits; `path` is the final name, for
  * messages. */
 int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t *fr,
 			  const char *image_path, sp_err_t *err);
@@ -109,7 +109,7 @@ typedef struct desi_model {
  * (gpu_specter's name), BUNIT 'electron', the input image's IMAGE header
  * cards (as the frame's FLUX), then IN_IMG, IN_PSF, SPECMIN, SPECMAX,
  * WAVEMIN, WAVEMAX and CREATOR 'starpipe <version>', with a COMMENT giving
- * the definition; into `tmp`, a temporary of an output set (src/fsutil.h)
+ * the definition; into `tmp`, a temporary of an output set (src/io/fsutil.h)
  * that the caller commits; `path` is the final name, for messages.  On
  * failure the temporary is removed. */
 int desi_model_write_into(const char *tmp, const char *path, const desi_model_t *m,

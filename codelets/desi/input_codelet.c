@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/stage.h"
+#include "stage.h"
 #include "desi_glue.h"
 
 static void psf_free(sp_value_t *v)

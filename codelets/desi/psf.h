@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../src/error.h"
+#include "error.h"
 
 typedef struct desi_psf {
 	int nfib;                 /* 500 */

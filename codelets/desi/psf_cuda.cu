@@ -2,10 +2,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 extern "C" {
 #include "psf.h"
-#include "../../src/error.h"
+#include "error.h"
 }
 #include "desi_kern.h"
 

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../src/fsutil.h"
-#include "../../src/stage.h"
+#include "fsutil.h"
+#include "stage.h"
 #include "desi_glue.h"
 
 /*

@@ -4,7 +4,7 @@
 
 #include <starpu.h>
 
-#include "../../src/item.h"
+#include "item.h"
 #include "jsync.h"
 
 /* Port type "jsync.rijs": the relative rotations R[P][3][3]. */

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/npy.h"
-#include "../../src/rng.h"
-#include "../../src/stage.h"
+#include "npy.h"
+#include "rng.h"
+#include "stage.h"
 #include "jsync_glue.h"
 #ifdef SP_HAVE_CUDA
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 #endif
 
 /*

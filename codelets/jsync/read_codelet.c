@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/npy.h"
-#include "../../src/stage.h"
+#include "npy.h"
+#include "stage.h"
 #include "jsync_glue.h"
 
 struct jsync_read_arg {

@@ -2,10 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/stage.h"
+#include "stage.h"
 #include "jsync_glue.h"
 #ifdef SP_HAVE_CUDA
-#include "../../src/cuda_handles.h"
+#include "cuda_handles.h"
 #endif
 
 uint32_t jsync_chunk_footprint(struct starpu_task *task)

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../src/npy.h"
-#include "../../src/fsutil.h"
-#include "../../src/stage.h"
+#include "npy.h"
+#include "fsutil.h"
+#include "stage.h"
 #include "jsync_glue.h"
 
 struct jsync_write_arg {

@@ -1,5 +1,5 @@
 /* libFuzzer target for the graph-file loader. */
-#include "../../src/graph.h"
+#include "graph.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../src/npy.h"
+#include "npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -101,7 +101,7 @@ void sp_task_join(struct starpu_task **task);
 #ifdef SP_HAVE_CUDA
 #define SP_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
 #elif defined(SP_SIMGRID)
-/* starpipe-sim: no codelet runs; stand-ins (src/sim_host.h) charge each task
+/* starpipe-sim: no codelet runs; stand-ins (src/run/sim_host.h) charge each task
  * its model's time, with the platform's host model applied, and let StarPU
  * place tasks on simulated GPUs. */
 #define SP_CUDA(fn) .cuda_funcs = { sp__sim_cuda_task },
