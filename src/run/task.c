@@ -1,0 +1,50 @@
+/* Task submission: every starpipe task is counted, named and timed through its sp_taskctx_t (item.h). */
+#include <time.h>
+
+#include "bound.h"
+#include "item.h"
+#include "runtime.h"
+
+void sp_taskctx_submitting(sp_taskctx_t *ctx)
+{
+	(void)ctx;
+	sp__runtime_task_submitted();
+}
+
+int sp_task_submit_joinable(struct starpu_task *task, sp_taskctx_t *ctx)
+{
+	task->detach = 0;
+	task->cl_arg_free = 0; /* the stage owns it (StarPU 1.3's task_build ignores _NFREE) */
+	sp_taskctx_submitting(ctx);
+	int ret = starpu_task_submit(task);
+	if (ret != 0)
+		starpu_task_destroy(task);
+	return ret;
+}
+
+void sp_task_join(struct starpu_task **task)
+{
+	if (*task != NULL)
+		(void)!starpu_task_wait(*task);
+	*task = NULL;
+}
+
+static double ts_us(const struct timespec *t)
+{
+	return t->tv_sec * 1e6 + t->tv_nsec * 1e-3;
+}
+
+void sp__task_done_cb(void *arg)
+{
+	sp_taskctx_t *ctx = arg;
+	struct starpu_task *task = starpu_task_get_current();
+	int worker = starpu_worker_get_id();
+	double t0 = 0, t1 = 0;
+	if (task != NULL && task->profiling_info != NULL) {
+		t0 = ts_us(&task->profiling_info->start_time);
+		t1 = ts_us(&task->profiling_info->end_time);
+		worker = task->profiling_info->workerid;
+	}
+	sp__runtime_task_done(ctx->stage, ctx->kernel, worker, t0, t1);
+	sp_bound_task(task, worker, t1 - t0);
+}
