@@ -1,0 +1,513 @@
+/* The batch driver: runs a graph over work items, one driver thread per item in flight. */
+#define _GNU_SOURCE
+#include "run.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "bound.h"
+#include "fsutil.h"
+#include "batch_int.h"
+#include "item.h"
+#include "json.h"
+#include "runtime.h"
+#include "sched_hp.h"
+
+/*
+ * DESIGN: items are pulled from a shared counter by `inflight` driver
+ * threads.  A driver calls each stage's run() in topological order; run()
+ * submits tasks and returns at once (or waits, for iterative stages), so
+ * item k+1's read tasks are queued while item k computes.  Values are freed
+ * in reverse order at the end of the item; freeing unregisters handles,
+ * which waits for the item's tasks.  Errors stay with their item.
+ *
+ * Outputs: before anything runs, every item's output files are planned
+ * (the stages' SP_PT_OUTPUT parameters, expanded); collisions refuse the
+ * batch, complete outputs let --skip-existing skip the item, and dead runs'
+ * temporaries are removed.  Writers write into temporaries of the item's
+ * output set (sp_item_output), which is committed when the item has ended
+ * well and aborted otherwise: an item's outputs appear together or not at
+ * all, and a failed re-run never touches the previous good ones.
+ */
+
+/* "SIGTERM" */
+static const char *sig_name(int sig)
+{
+	static _Thread_local char buf[32];
+	const char *a = sigabbrev_np(sig);
+	snprintf(buf, sizeof buf, "SIG%s", a != NULL ? a : "?");
+	return buf;
+}
+
+
+/* The batch being run, for sp_run_interrupt(). */
+static starpu_pthread_mutex_t cur_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+static struct sp_batch *cur_batch;
+static atomic_int stop_signal;
+
+void sp_run_interrupt(int signo)
+{
+	atomic_store(&stop_signal, signo);
+	starpu_pthread_mutex_lock(&cur_lock);
+	struct sp_batch *b = cur_batch;
+	for (size_t i = 0; b != NULL && i < b->nitems; i++)
+		if (atomic_load(&b->state[i].state) == IT_RUNNING)
+			sp_status_set(&b->state[i].status, SP_ECANCELED, "%s: interrupted by %s",
+				      b->state[i].path, sig_name(signo));
+	starpu_pthread_mutex_unlock(&cur_lock);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+
+/* Index of a stage's output in a flat values array.  A stage without
+ * outputs still has one slot, for a value that only holds its resources
+ * until the end of the item. */
+static size_t value_slot(const sp_graph_t *g, size_t stage, size_t port)
+{
+	size_t off = 0;
+	for (size_t s = 0; s < stage; s++)
+		off += g->stages[s].kind->noutputs ? g->stages[s].kind->noutputs : 1;
+	return off + port;
+}
+
+static size_t outputs_of(const sp_gstage_t *st)
+{
+	return st->kind->noutputs ? st->kind->noutputs : 1;
+}
+
+/* The stage whose value is in slot v. */
+static size_t slot_stage(const sp_graph_t *g, size_t v)
+{
+	size_t s = 0;
+	for (size_t off = 0; s < g->nstages; s++) {
+		off += outputs_of(&g->stages[s]);
+		if (v < off)
+			break;
+	}
+	return s;
+}
+
+/* Runs batch-wide stage s once, for the first item that reaches it; later
+ * items wait for it and borrow its values.  A failure fails every item. */
+static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, sp_item_t *item)
+{
+	const sp_gstage_t *st = &b->g->stages[s];
+	starpu_pthread_mutex_lock(&b->shared_lock);
+	if (!b->shared_ran[s]) {
+		b->shared_ran[s] = 1;
+		b->shared.path = item->path; /* for messages only: nothing expands it */
+		int ret = st->kind->run(&b->shared, st, in,
+					&b->shared_values[value_slot(b->g, s, 0)]);
+		if (ret != 0)
+			sp_status_set(&b->shared.status, ret, "stage '%s': %s", st->name,
+				      sp_strerror(ret));
+		if (b->opts->verbose)
+			fprintf(stderr, "[starpipe] stage '%s' ran once for the batch\n", st->name);
+	}
+	starpu_pthread_mutex_unlock(&b->shared_lock);
+	if (sp_status_failed(&b->shared.status))
+		sp_status_set_err(&item->status, &b->shared.status.err);
+}
+
+/* Submits the tiles of the group of tiled stages that ends at stage last
+ * (see sp_stage_tile_fn): tile by tile, each tile stage by stage. */
+static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, size_t last)
+{
+	const sp_graph_t *g = b->g;
+	size_t first = last;
+	while (first > 0 && g->stages[first - 1].kind->run_tile != NULL && !b->batch_wide[first - 1])
+		first--;
+	for (int t = 0; !sp_status_failed(&item->status); t++) {
+		for (size_t s = first; s <= last && !sp_status_failed(&item->status); s++) {
+			const sp_gstage_t *st = &g->stages[s];
+			sp_value_t *in[16] = { 0 };
+			for (size_t p = 0; p < st->kind->ninputs && p < 16; p++)
+				in[p] = values[value_slot(g, st->inputs[p].stage, st->inputs[p].port)];
+			int ret = st->kind->run_tile(item, st, in, values[value_slot(g, s, 0)], t);
+			if (ret == SP_TILE_END && s == first)
+				return;
+			if (ret != 0)
+				sp_status_set(&item->status, ret, "%s: stage '%s', tile %d: %s",
+					      item->path, st->name, t, sp_strerror(ret));
+		}
+	}
+}
+
+static void run_item(struct sp_batch *b, size_t idx)
+{
+	const sp_graph_t *g = b->g;
+	sp_item_t *item = &b->state[idx];
+	size_t nslots = value_slot(g, g->nstages, 0);
+	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
+	size_t s;
+
+	double t0 = now_s();
+	starpu_pthread_mutex_lock(&cur_lock);
+	atomic_store(&item->state, IT_RUNNING);
+	starpu_pthread_mutex_unlock(&cur_lock);
+	if (atomic_load(&stop_signal) != 0)
+		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
+			      sig_name(atomic_load(&stop_signal)));
+	if (values == NULL) {
+		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
+		goto report;
+	}
+	if (b->opts->verbose)
+		fprintf(stderr, "[starpipe] item %zu/%zu: %s\n", idx + 1, b->nitems, item->path);
+	for (s = 0; s < g->nstages && !sp_status_failed(&item->status); s++) {
+		const sp_gstage_t *st = &g->stages[s];
+		sp_value_t *in[16] = { 0 };
+		for (size_t p = 0; p < st->kind->ninputs && p < 16; p++)
+			in[p] = values[value_slot(g, st->inputs[p].stage, st->inputs[p].port)];
+		if (b->batch_wide[s]) {
+			run_batch_wide(b, s, in, item);
+			for (size_t p = 0; p < outputs_of(st); p++)
+				values[value_slot(g, s, p)] = b->shared_values[value_slot(g, s, p)];
+			continue;
+		}
+		int ret = st->kind->run(item, st, in, &values[value_slot(g, s, 0)]);
+		if (ret != 0)
+			sp_status_set(&item->status, ret, "%s: stage '%s': %s", item->path, st->name,
+				      sp_strerror(ret));
+		/* the end of a group of tiled stages: submit their tiles */
+		if (st->kind->run_tile != NULL &&
+		    (s + 1 == g->nstages || g->stages[s + 1].kind->run_tile == NULL))
+			run_tiles(b, item, values, s);
+	}
+	/* Free in reverse order: consumers' handles before producers'; the
+	 * batch-wide values are the batch's. */
+	for (size_t v = nslots; v-- > 0;)
+		if (values[v] != NULL && values[v]->free_cb != NULL && !b->batch_wide[slot_stage(g, v)])
+			values[v]->free_cb(values[v]);
+	/* A batch-wide stage's tasks that failed fail every item that used it
+	 * (this item's tasks, which read its data, are done). */
+	if (sp_status_failed(&b->shared.status))
+		for (size_t t = 0; t < s; t++)
+			if (b->batch_wide[t]) {
+				sp_status_set_err(&item->status, &b->shared.status.err);
+				break;
+			}
+	free(values);
+report:
+	/* Every task of the item is done (freeing the values waited for them):
+	 * its outputs appear together, or not at all. */
+#ifndef SP_SIMGRID
+	if (!sp_status_failed(&item->status)) {
+		sp_err_t err = { 0 };
+		if (sp_outset_commit(&item->out, &err) != 0)
+			sp_status_set_err(&item->status, &err);
+	}
+#else /* starpipe-sim: no codelet ran, so no output is kept; the commit's time is charged */
+	sp_sim_item_end();
+#endif
+	sp_outset_free(&item->out);
+	item->seconds = now_s() - t0;
+	int cancelled = atomic_load(&stop_signal) != 0 &&
+			atomic_load(&item->status.code) == SP_ECANCELED;
+	starpu_pthread_mutex_lock(&cur_lock);
+	atomic_store(&item->state, cancelled ? IT_CANCELLED
+				   : sp_status_failed(&item->status) ? IT_FAILED : IT_OK);
+	starpu_pthread_mutex_unlock(&cur_lock);
+	sp__journal_item(b, item);
+	if (cancelled) {
+		atomic_fetch_add(&b->ncancelled, 1);
+	} else if (sp_status_failed(&item->status)) {
+		/* one line naming the item, whichever task set the message */
+		if (strstr(item->status.err.msg, item->path) == NULL)
+			fprintf(stderr, "starpipe: %s: %s\n", item->path, item->status.err.msg);
+		else
+			fprintf(stderr, "starpipe: %s\n", item->status.err.msg);
+		atomic_fetch_add(&b->nfailed, 1);
+	} else {
+		atomic_fetch_add(&b->nok, 1);
+	}
+	sp_runtime_item_done();
+}
+
+
+/* Whether item i is handed out at all: not another shard's, and (when
+ * planned up front) not skipped or refused by the plan. */
+static int want_item(size_t i, void *arg)
+{
+	struct sp_batch *b = arg;
+	int s = atomic_load(&b->state[i].state);
+	return b->lazy_plan ? s != IT_OTHER_SHARD : s == IT_PENDING;
+}
+
+static int batch_stopped(void) { return atomic_load(&stop_signal) != 0; }
+
+static void *driver_main(void *arg)
+{
+	struct sp_batch *b = arg;
+	for (;;) {
+		/* nothing when interrupted: no new item */
+		size_t i = sp_dispatch_next();
+		if (i == SIZE_MAX)
+			break;
+		if (b->lazy_plan && atomic_load(&b->state[i].state) == IT_PENDING)
+			sp__plan_item(b, &b->state[i]);
+		if (atomic_load(&b->state[i].state) != IT_PENDING)
+			continue; /* skipped or refused when planned */
+		run_item(b, i);
+	}
+	return NULL;
+}
+
+
+static void free_ctxs(sp_item_t *it)
+{
+	struct sp_ctxnode *n = it->ctxs;
+	while (n != NULL) {
+		struct sp_ctxnode *next = n->next;
+		free(n);
+		n = next;
+	}
+	it->ctxs = NULL;
+}
+
+/* Frees the batch-wide values (their tasks are done), consumers first. */
+static void free_shared(struct sp_batch *b)
+{
+	for (size_t v = b->shared_values != NULL ? value_slot(b->g, b->g->nstages, 0) : 0; v-- > 0;)
+		if (b->shared_values[v] != NULL && b->shared_values[v]->free_cb != NULL)
+			b->shared_values[v]->free_cb(b->shared_values[v]);
+	free(b->shared_values);
+	free(b->shared_ran);
+	free(b->batch_wide);
+	free_ctxs(&b->shared);
+	starpu_pthread_mutex_destroy(&b->shared.lock);
+	starpu_pthread_mutex_destroy(&b->shared_lock);
+}
+
+/* The items' states and planned outputs; collisions between outputs and
+ * `where: cuda` without a GPU refuse the batch (SP_EINVAL, res->err); the
+ * batch-wide stages found.  The states exist even when it fails. */
+static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
+{
+	const sp_graph_t *g = b->g;
+	size_t nitems = b->nitems;
+	char ***outs = calloc(nitems ? nitems : 1, sizeof *outs);
+	size_t *nouts = calloc(nitems ? nitems : 1, sizeof *nouts);
+	int rc = 0;
+	if (outs == NULL || nouts == NULL)
+		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	for (size_t i = 0; i < nitems; i++) {
+		b->state[i].g = g;
+		b->state[i].path = b->items[i];
+		b->state[i].index = i;
+		starpu_pthread_mutex_init(&b->state[i].lock, NULL);
+		if (rc == 0 && sp__plan_outputs(g, b->items[i], i, &outs[i], &nouts[i]) != 0)
+			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	}
+	if (rc == 0)
+		rc = sp__check_collisions(b->items, outs, nouts, nitems, &res->err);
+	for (size_t s = 0; rc == 0 && s < g->nstages; s++)
+		if (g->stages[s].where == SP_IMPL_CUDA && sp_runtime_ncuda_workers() == 0)
+			rc = sp_seterr(&res->err, SP_EINVAL,
+				       "%s:%d: stage '%s' says 'where: cuda' but this run has no CUDA "
+				       "worker (no GPU found, or ncuda is 0)",
+				       g->file, g->stages[s].loc.line, g->stages[s].name);
+	for (size_t i = 0; i < nitems; i++) {
+		b->state[i].outputs = outs != NULL ? outs[i] : NULL;
+		b->state[i].noutputs = nouts != NULL ? nouts[i] : 0;
+	}
+	free(outs);
+	free(nouts);
+	b->batch_wide = calloc(g->nstages ? g->nstages : 1, 1);
+	b->shared_ran = calloc(g->nstages ? g->nstages : 1, 1);
+	b->shared_values = calloc(value_slot(g, g->nstages, 0) + 1, sizeof *b->shared_values);
+	if (rc == 0 && (b->batch_wide == NULL || b->shared_ran == NULL || b->shared_values == NULL))
+		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	if (b->batch_wide != NULL)
+		sp_graph_batch_wide(g, b->batch_wide);
+	b->shared.g = g;
+	b->shared.path = "";
+	starpu_pthread_mutex_init(&b->shared.lock, NULL);
+	starpu_pthread_mutex_init(&b->shared_lock, NULL);
+	return rc;
+}
+
+/* Opens the journal (an MPI rank: its part, FILE.rankR).  It is checked as
+ * the outputs are, before any item runs: a symlink, a FIFO (which would
+ * block the open forever), a device or a folder is refused.  Under MPI,
+ * rank 0 also checks the file the parts are merged into. */
+static int batch_open_journal(struct sp_batch *b, char *part, size_t size, sp_err_t *err)
+{
+	const char *journal = b->opts->journal;
+	b->journal_fd = -1;
+	b->journal_path = journal;
+	if (journal == NULL)
+		return 0;
+	if (b->lazy_plan) {
+		sp__journal_part(journal, sp_cluster_rank(), part, size);
+		b->journal_path = part;
+	}
+	b->journal_fd = sp_open_append(b->journal_path, "the journal", err);
+	if (b->journal_fd < 0)
+		return err->code;
+	if (b->lazy_plan && sp_cluster_rank() == 0) {
+		int fd = sp_open_append(journal, "the journal", err);
+		if (fd < 0)
+			return err->code;
+		close(fd);
+	}
+	return 0;
+}
+
+/* --shard I/K: the items of other shards are marked, not run nor reported;
+ * returns this shard's count. */
+static size_t batch_select_shard(struct sp_batch *b)
+{
+	size_t nmine = b->nitems;
+	for (size_t i = 0; b->opts->shard_k > 0 && i < b->nitems; i++)
+		if (i % b->opts->shard_k != b->opts->shard_i) {
+			atomic_store(&b->state[i].state, IT_OTHER_SHARD);
+			nmine--;
+		}
+	return nmine;
+}
+
+/* Runs the items: `nthreads` driver threads pull them from the dispatcher
+ * (rank 0's under MPI) until none is left or the batch is interrupted. */
+static void batch_drive(struct sp_batch *b, size_t nthreads)
+{
+	starpu_pthread_t th[64];
+	size_t started = 0;
+	sp_err_t err = { 0 };
+	if (sp_dispatch_start(b->nitems, want_item, b, batch_stopped, &err) != 0) {
+		/* only when the dispatcher thread cannot start: end the job */
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		abort();
+	}
+	starpu_pthread_mutex_lock(&cur_lock);
+	cur_batch = b;
+	starpu_pthread_mutex_unlock(&cur_lock);
+	if (nthreads > b->nitems)
+		nthreads = b->nitems;
+	if (nthreads > 64)
+		nthreads = 64;
+	for (size_t t = 0; t < nthreads; t++)
+		if (starpu_pthread_create(&th[t], NULL, driver_main, b) == 0)
+			started++;
+	if (started == 0)
+		driver_main(b);
+	for (size_t t = 0; t < started; t++)
+		starpu_pthread_join(th[t], NULL);
+	sp_dispatch_end();
+	starpu_task_wait_for_all();
+	starpu_pthread_mutex_lock(&cur_lock);
+	cur_batch = NULL;
+	starpu_pthread_mutex_unlock(&cur_lock);
+	if (b->journal_fd >= 0) {
+		if (close(b->journal_fd) != 0 && !b->journal_failed) {
+			fprintf(stderr, "starpipe: %s: cannot write the journal: %s\n", b->journal_path,
+				strerror(errno));
+			b->journal_failed = 1;
+		}
+		b->journal_fd = -1;
+	}
+}
+
+/* The batch's counts and per-item figures: this process's, or under MPI
+ * the whole batch's on every rank (gathered, the journal parts merged). */
+static void batch_collect(struct sp_batch *b, sp_run_result_t *res)
+{
+	res->signal = atomic_load(&stop_signal);
+	res->journal_failed = b->journal_failed;
+	if (b->lazy_plan) {
+		sp__cluster_merge_batch(b, res);
+		if (b->opts->journal != NULL && sp_cluster_rank() == 0 &&
+		    sp__cluster_merge_journals(b->opts->journal, sp_cluster_size()) != 0)
+			res->journal_failed = 1;
+		/* every rank exits with the batch's status */
+		sp_cluster_allmax_int(&res->journal_failed, 1);
+		return;
+	}
+	res->nok = atomic_load(&b->nok);
+	res->nfailed = atomic_load(&b->nfailed);
+	res->nskipped = atomic_load(&b->nskipped);
+	res->ncancelled = atomic_load(&b->ncancelled);
+	for (size_t i = 0; i < b->nitems; i++)
+		if (atomic_load(&b->state[i].state) == IT_PENDING)
+			res->nnotrun++;
+	res->items_json = sp__items_json(b, 0);
+}
+
+static void batch_free(struct sp_batch *b)
+{
+	if (b->journal_fd >= 0)
+		close(b->journal_fd);
+	for (size_t i = 0; i < b->nitems; i++) {
+		free_ctxs(&b->state[i]);
+		sp__free_strv(b->state[i].outputs, b->state[i].noutputs);
+		starpu_pthread_mutex_destroy(&b->state[i].lock);
+	}
+	free(b->state);
+	free_shared(b);
+}
+
+int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
+	   sp_run_result_t *res)
+{
+	struct sp_batch b = { .g = g, .items = items, .nitems = nitems, .opts = opts,
+			      .journal_fd = -1, .lazy_plan = sp_cluster_size() > 1 };
+	char jpart[PATH_MAX + 32];
+
+	memset(res, 0, sizeof *res);
+	b.state = calloc(nitems ? nitems : 1, sizeof *b.state);
+	if (b.state == NULL)
+		return SP_ENOMEM;
+	int rc = batch_plan(&b, res);
+	if (rc == 0)
+		rc = batch_open_journal(&b, jpart, sizeof jpart, &res->err);
+	if (b.lazy_plan) {
+		/* every rank goes on, or none: a rank that stopped here would
+		 * leave the others waiting in the batch's collectives */
+		int any = rc != 0;
+		sp_cluster_allmax_int(&any, 1);
+		if (any && rc == 0)
+			rc = sp_seterr(&res->err, SP_EINVAL, "%s (its message says why)",
+				       SP_RUN_OTHER_RANK);
+	}
+	if (rc != 0) {
+		batch_free(&b);
+		return rc == SP_ENOMEM ? rc : SP_EINVAL;
+	}
+	starpu_pthread_mutex_init(&b.journal_lock, NULL);
+	sp_runtime_items(batch_select_shard(&b));
+	sp__clean_stale(&b);
+	/* One process plans every item now; MPI ranks plan the items they are
+	 * handed (lazy_plan). */
+	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
+		if (atomic_load(&b.state[i].state) == IT_PENDING)
+			sp__plan_item(&b, &b.state[i]);
+	/* Two items keep a CPU node busy (one reads or writes while the other
+	 * computes).  A GPU finishes an item's tasks long before its CPU-only
+	 * stages (reads, training, picking, writes) are done: four more items
+	 * per GPU keep it fed (doc/scheduling.md: APPLE on the H200 node,
+	 * simulated, 1.12 s with 3 in flight, 0.71 s with 6). */
+	batch_drive(&b, opts->inflight ? opts->inflight : 2 + 4 * sp_runtime_ncuda_workers());
+	batch_collect(&b, res);
+	batch_free(&b);
+	starpu_pthread_mutex_destroy(&b.journal_lock);
+	return res->nfailed || res->nnotrun || res->ncancelled ? SP_ECANCELED : 0;
+}

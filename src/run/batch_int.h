@@ -1,0 +1,92 @@
+/* Internal to the batch driver (src/run/, src/cluster/merge.c): a work item's
+ * state and the batch's, and the functions its files share; not installed. */
+#ifndef SP_BATCH_INT_H
+#define SP_BATCH_INT_H
+
+#include <stdatomic.h>
+#include <starpu.h>
+
+#include "fsutil.h"
+#include "item.h"
+#include "json.h"
+#include "run.h"
+
+enum item_state { IT_PENDING, IT_RUNNING, IT_OK, IT_FAILED, IT_SKIPPED, IT_CANCELLED,
+		  IT_OTHER_SHARD /* not this shard's: not run, not reported */ };
+
+
+#define SP__MAXREPORT 32
+
+struct sp_ctxnode {
+	struct sp_ctxnode *next;
+	sp_taskctx_t ctx;
+};
+
+struct sp_item {
+	const sp_graph_t *g;
+	const char *path;
+	size_t index;
+	sp_status_t status;
+	starpu_pthread_mutex_t lock;
+	struct sp_ctxnode *ctxs;
+	struct {
+		char key[48];
+		double value;
+	} report[SP__MAXREPORT];
+	size_t nreport;
+	char **outputs; /* planned outputs, expanded */
+	size_t noutputs;
+	sp_outset_t out; /* their temporaries, while the item runs */
+	_Atomic int state;
+	double seconds;
+};
+
+
+struct sp_batch {
+	const sp_graph_t *g;
+	char *const *items;
+	size_t nitems;
+	int lazy_plan; /* MPI ranks: an item is planned by the rank it is handed to */
+	const sp_run_opts_t *opts;
+	sp_item_t *state; /* one per item, kept for the report */
+	atomic_size_t nok, nfailed, nskipped, ncancelled;
+	int journal_fd;           /* -1: no journal */
+	const char *journal_path; /* for messages */
+	int journal_failed;       /* a line could not be written: the batch exits 1 */
+	starpu_pthread_mutex_t journal_lock;
+	/* Batch-wide stages: those whose parameters and inputs do not depend
+	 * on the item (the DESI PSF).  The first item that reaches one runs it
+	 * for the batch, as a pseudo-item; every item borrows its values. */
+	unsigned char *batch_wide; /* [nstages] */
+	sp_item_t shared;          /* the pseudo-item; its status: the first failure */
+	starpu_pthread_mutex_t shared_lock;
+	unsigned char *shared_ran; /* [nstages] */
+	sp_value_t **shared_values; /* value_slot() layout */
+};
+
+/* plan.c: an item's planned outputs, collisions between items, temporaries
+ * of dead runs, and the checks before an item runs (skip, memory, space). */
+int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
+		     size_t *n);
+int sp__check_collisions(char *const *items, char **const *outs, const size_t *nouts,
+			 size_t nitems, sp_err_t *err);
+void sp__clean_stale(struct sp_batch *b);
+void sp__plan_item(struct sp_batch *b, sp_item_t *it);
+void sp__free_strv(char **v, size_t n);
+
+/* journal.c: one line per finished item; the name of a rank's part. */
+void sp__journal_item(struct sp_batch *b, sp_item_t *it);
+void sp__journal_part(const char *journal, int rank, char *buf, size_t size);
+
+/* results.c: items as JSON for the report ("ok", "failed", ...). */
+const char *sp__item_state_name(int s);
+void sp__item_json(sp_json_t *j, sp_item_t *it, int rank);
+char *sp__items_json(struct sp_batch *b, int handled_only);
+void sp__free_strs(char **p, int n);
+
+/* src/cluster/merge.c: an MPI batch's results gathered on rank 0 (every rank
+ * calls it: collectives), and the ranks' journal parts merged. */
+int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res);
+int sp__cluster_merge_journals(const char *journal, int nranks);
+
+#endif /* SP_BATCH_INT_H */

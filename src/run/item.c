@@ -1,0 +1,122 @@
+/* The item API of a stage's glue (item.h): status, task contexts, outputs, report figures. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_int.h"
+#include "runtime.h"
+#include "sched_hp.h"
+
+int sp_status_set(sp_status_t *st, int code, const char *fmt, ...)
+{
+	int expected = 0;
+	if (atomic_compare_exchange_strong(&st->code, &expected, code)) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(st->err.msg, sizeof st->err.msg, fmt, ap);
+		va_end(ap);
+		st->err.code = code;
+	}
+	return code;
+}
+
+int sp_status_set_err(sp_status_t *st, const sp_err_t *err)
+{
+	return sp_status_set(st, err->code ? err->code : SP_EIO, "%s", err->msg);
+}
+
+sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const char *kernel)
+{
+	struct sp_ctxnode *n = calloc(1, sizeof *n);
+	if (n == NULL)
+		return NULL;
+	n->ctx.item = item;
+	n->ctx.status = &item->status;
+	n->ctx.stage = stage->name;
+	n->ctx.kernel = kernel;
+	n->ctx.stage_index = (int)(stage - item->g->stages);
+	n->ctx.priority = stage->priority;
+	n->ctx.where = -1;
+	if (stage->where == SP_IMPL_CPU)
+		n->ctx.where = STARPU_CPU;
+	else if (stage->where == SP_IMPL_CUDA)
+		n->ctx.where = STARPU_CUDA;
+	if (sp_runtime_heteroprio())
+		n->ctx.priority = sp_hp_bucket(kernel, n->ctx.where);
+	starpu_pthread_mutex_lock(&item->lock);
+	n->next = item->ctxs;
+	item->ctxs = n;
+	starpu_pthread_mutex_unlock(&item->lock);
+	return &n->ctx;
+}
+
+
+static struct {
+	char name[32];
+	long value;
+} sim_counts[8];
+static size_t nsim_counts;
+
+int sp_sim_count_set(const char *name, long value)
+{
+	for (size_t i = 0; i < nsim_counts; i++)
+		if (strcmp(sim_counts[i].name, name) == 0) {
+			sim_counts[i].value = value;
+			return 0;
+		}
+	if (nsim_counts == sizeof sim_counts / sizeof sim_counts[0])
+		return -1;
+	snprintf(sim_counts[nsim_counts].name, sizeof sim_counts[0].name, "%s", name);
+	sim_counts[nsim_counts++].value = value;
+	return 0;
+}
+
+long sp_sim_count(const char *name, long def)
+{
+	for (size_t i = 0; i < nsim_counts; i++)
+		if (strcmp(sim_counts[i].name, name) == 0)
+			return sim_counts[i].value;
+	return def;
+}
+
+
+int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err)
+{
+	starpu_pthread_mutex_lock(&item->lock);
+	int rc = sp_outset_add(&item->out, path, tmp, err);
+	starpu_pthread_mutex_unlock(&item->lock);
+	return rc;
+}
+
+const char *sp_item_path(const sp_item_t *item) { return item->path; }
+size_t sp_item_index(const sp_item_t *item) { return item->index; }
+sp_status_t *sp_item_status(sp_item_t *item) { return &item->status; }
+
+char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name)
+{
+	const sp_gparam_t *p = sp_gstage_param(stage, name);
+	return sp_graph_expand(p->text, item->path, item->index);
+}
+
+void sp_item_report_num(sp_item_t *item, const char *key, double value)
+{
+	starpu_pthread_mutex_lock(&item->lock);
+	size_t k = 0;
+	/* a key reported again replaces its value: a JSON object's keys are unique */
+	while (k < item->nreport && strncmp(item->report[k].key, key, sizeof item->report[0].key) != 0)
+		k++;
+	if (k < SP__MAXREPORT) {
+		snprintf(item->report[k].key, sizeof item->report[0].key, "%s", key);
+		item->report[k].value = value;
+		if (k == item->nreport)
+			item->nreport++;
+	}
+	starpu_pthread_mutex_unlock(&item->lock);
+}
+
+unsigned sp_item_nworkers(void)
+{
+	return starpu_worker_get_count();
+}
