@@ -1,0 +1,434 @@
+/* The session's reports: the summary on stderr, the JSON report, the
+ * figures for starpipe tune, the task list and the Chrome trace. */
+#define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bound.h"
+#include "fsutil.h"
+#include "json.h"
+#include "runtime.h"
+#include "runtime_int.h"
+#include "sim_host.h"
+
+
+static const char *worker_kind(int w)
+{
+	return starpu_worker_get_type(w) == STARPU_CUDA_WORKER ? "CUDA" : "CPU";
+}
+
+/* Sum of bytes moved over every bus, and the per-bus figures into j. */
+static unsigned long long bus_bytes(sp_json_t *j)
+{
+	unsigned long long total = 0;
+	int nb = starpu_bus_get_count();
+	if (j)
+		sp_json_key(j, "transfers"), sp_json_begin_array(j);
+	for (int b = 0; b < nb; b++) {
+		struct starpu_profiling_bus_info info;
+		memset(&info, 0, sizeof info);
+		if (starpu_bus_get_profiling_info(b, &info) != 0)
+			continue;
+		total += (unsigned long long)info.transferred_bytes;
+		if (j) {
+			sp_json_begin_object(j);
+			sp_json_kv_int(j, "src_node", starpu_bus_get_src(b));
+			sp_json_kv_int(j, "dst_node", starpu_bus_get_dst(b));
+			sp_json_kv_int(j, "bytes", info.transferred_bytes);
+			sp_json_kv_int(j, "count", info.transfer_count);
+			sp_json_end_object(j);
+		}
+	}
+	if (j)
+		sp_json_end_array(j);
+	return total;
+}
+
+static unsigned long long bytes_moved_cache;
+static int bytes_moved_read;
+
+/* Bus counters reset when read: read them once per run. */
+static unsigned long long bytes_moved(sp_json_t *j)
+{
+	if (!bytes_moved_read || j != NULL) {
+		bytes_moved_cache = bus_bytes(j);
+		bytes_moved_read = 1;
+	}
+	return bytes_moved_cache;
+}
+
+void sp_runtime_print_report(const char *pipeline)
+{
+	double wall = sp__now_s() - sp__rt.t0;
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+
+	sp__progress_stop();
+	fprintf(stderr, "[starpipe] %s: %zu item(s) in %.3f s, scheduler %s, %u CPU + %u CUDA workers\n",
+		pipeline, atomic_load(&sp__rt.items_done), wall, sp__rt.sched, sp_runtime_ncpu_workers(),
+		sp_runtime_ncuda_workers());
+	fprintf(stderr, "[starpipe] %-20s %-18s %10s %10s %12s %12s\n", "stage", "kernel", "CPU tasks",
+		"CUDA tasks", "CPU s", "CUDA s");
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nk; i++)
+		fprintf(stderr, "[starpipe] %-20s %-18s %10llu %10llu %12.3f %12.3f\n", sp__rt.k[i].stage,
+			sp__rt.k[i].kernel, sp__rt.k[i].ntasks[0], sp__rt.k[i].ntasks[1], sp__rt.k[i].busy_us[0] * 1e-6,
+			sp__rt.k[i].busy_us[1] * 1e-6);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		fprintf(stderr, "[starpipe] worker %-24s %4s busy %5.1f%%  %llu tasks\n", name,
+			worker_kind((int)w), wall > 0 ? 100.0 * sp__rt.worker_busy_us[w] * 1e-6 / wall : 0.0,
+			sp__rt.worker_ntasks[w]);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	fprintf(stderr, "[starpipe] bytes moved between memory nodes: %llu\n", bytes_moved(NULL));
+}
+
+char *sp_runtime_stage_lines(void)
+{
+	char *out = NULL, *p;
+	size_t size = 1;
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nk; i++)
+		size += strlen(sp__rt.k[i].stage) + strlen(sp__rt.k[i].kernel) + 4 * 32;
+	out = malloc(size);
+	if (out != NULL) {
+		p = out;
+		*p = '\0';
+		for (size_t i = 0; i < sp__rt.nk; i++)
+			p += sprintf(p, "%s\t%s\t%llu\t%llu\t%.17g\t%.17g\n", sp__rt.k[i].stage,
+				     sp__rt.k[i].kernel, sp__rt.k[i].ntasks[0], sp__rt.k[i].ntasks[1],
+				     sp__rt.k[i].busy_us[0], sp__rt.k[i].busy_us[1]);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	return out;
+}
+
+/* Per-stage figures summed over sp_runtime_stage_lines() texts (ranks),
+ * into the report's "stages" array; a malformed line is ignored. */
+static void merged_stages(sp_json_t *j, const char *lines)
+{
+	struct ms { char stage[128], kernel[128]; unsigned long long n[2]; double busy[2]; } *m = NULL;
+	size_t nm = 0, cap = 0;
+	const char *l = lines;
+	while (l != NULL && *l != '\0') {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl != NULL ? (size_t)(nl - l) : strlen(l);
+		char buf[512];
+		struct ms r = { 0 };
+		if (len < sizeof buf) {
+			memcpy(buf, l, len);
+			buf[len] = '\0';
+			if (sscanf(buf, "%127[^\t]\t%127[^\t]\t%llu\t%llu\t%lf\t%lf", r.stage, r.kernel,
+				   &r.n[0], &r.n[1], &r.busy[0], &r.busy[1]) == 6) {
+				size_t i;
+				for (i = 0; i < nm; i++)
+					if (strcmp(m[i].stage, r.stage) == 0 && strcmp(m[i].kernel, r.kernel) == 0)
+						break;
+				if (i == nm && nm == cap) {
+					size_t c = cap ? 2 * cap : 16;
+					struct ms *t = realloc(m, c * sizeof *t);
+					if (t == NULL)
+						break;
+					m = t;
+					cap = c;
+				}
+				if (i == nm)
+					m[nm++] = r;
+				else
+					for (int k = 0; k < 2; k++) {
+						m[i].n[k] += r.n[k];
+						m[i].busy[k] += r.busy[k];
+					}
+			}
+		}
+		l = nl != NULL ? nl + 1 : NULL;
+	}
+	for (size_t i = 0; i < nm; i++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", m[i].stage);
+		sp_json_kv_str(j, "kernel", m[i].kernel);
+		sp_json_kv_int(j, "cpu_tasks", (long long)m[i].n[0]);
+		sp_json_kv_int(j, "cuda_tasks", (long long)m[i].n[1]);
+		sp_json_kv_num(j, "cpu_busy_s", m[i].busy[0] * 1e-6);
+		sp_json_kv_num(j, "cuda_busy_s", m[i].busy[1] * 1e-6);
+		sp_json_end_object(j);
+	}
+	free(m);
+}
+
+int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
+			    const char *stage_lines, const char *cluster_json, sp_err_t *err)
+{
+	double wall = sp__now_s() - sp__rt.t0;
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "pipeline", pipeline);
+	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
+	sp_json_kv_num(j, "wall_s", wall);
+	sp_json_kv_str(j, "scheduler", sp__rt.sched);
+	sp_json_kv_int(j, "cores", sp__rt.cores);
+	sp_json_kv_int(j, "starpu_maxcpus", STARPU_MAXCPUS);
+	sp_json_kv_int(j, "cpu_workers", sp_runtime_ncpu_workers());
+	sp_json_kv_int(j, "cuda_workers", sp_runtime_ncuda_workers());
+	if (sp__rt.cap_note[0] != '\0')
+		sp_json_kv_str(j, "cpu_cap_warning", sp__rt.cap_note);
+	sp_json_kv_int(j, "items", (long long)atomic_load(&sp__rt.items_done));
+	sp_json_kv_int(j, "tasks", (long long)atomic_load(&sp__rt.done));
+	sp_json_key(j, "stages");
+	sp_json_begin_array(j);
+	if (stage_lines != NULL)
+		merged_stages(j, stage_lines);
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; stage_lines == NULL && i < sp__rt.nk; i++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", sp__rt.k[i].stage);
+		sp_json_kv_str(j, "kernel", sp__rt.k[i].kernel);
+		sp_json_kv_int(j, "cpu_tasks", (long long)sp__rt.k[i].ntasks[0]);
+		sp_json_kv_int(j, "cuda_tasks", (long long)sp__rt.k[i].ntasks[1]);
+		sp_json_kv_num(j, "cpu_busy_s", sp__rt.k[i].busy_us[0] * 1e-6);
+		sp_json_kv_num(j, "cuda_busy_s", sp__rt.k[i].busy_us[1] * 1e-6);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+	sp_json_key(j, "workers");
+	sp_json_begin_array(j);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		sp_json_begin_object(j);
+		sp_json_kv_int(j, "id", w);
+		sp_json_kv_str(j, "name", name);
+		sp_json_kv_str(j, "type", worker_kind((int)w));
+		sp_json_kv_int(j, "tasks", (long long)sp__rt.worker_ntasks[w]);
+		sp_json_kv_num(j, "busy_fraction", wall > 0 ? sp__rt.worker_busy_us[w] * 1e-6 / wall : 0.0);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
+	if (cluster_json != NULL) {
+		sp_json_key(j, "cluster");
+		sp_json_raw(j, cluster_json);
+	}
+	if (items_json != NULL) {
+		sp_json_key(j, "items_detail");
+		sp_json_raw(j, items_json);
+	}
+	sp_json_end_object(j);
+	int ret = sp_json_write_file(j, path, err);
+	sp_json_free(&j);
+	return ret;
+}
+
+/* "cpu0", "cuda1": the worker's type and rank among the workers of its type. */
+static void short_name(int w, char *buf, size_t len)
+{
+	int k = 0;
+	for (int v = 0; v < w; v++)
+		k += starpu_worker_get_type(v) == starpu_worker_get_type(w);
+	snprintf(buf, len, "%s%d", starpu_worker_get_type(w) == STARPU_CUDA_WORKER ? "cuda" : "cpu", k);
+}
+
+/* Seconds worker w's memory node spent receiving or sending data, estimated
+ * from the bytes each bus moved and StarPU's sampled bus bandwidth, shared
+ * between the workers of that node.  0 for CPU workers (main memory). */
+static double transfer_s(int w)
+{
+	unsigned node = starpu_worker_get_memory_node((unsigned)w);
+	if (starpu_node_get_kind(node) == STARPU_CPU_RAM)
+		return 0;
+	double s = 0;
+	for (int b = 0; b < starpu_bus_get_count(); b++) {
+		struct starpu_profiling_bus_info info;
+		int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
+		if (((unsigned)src != node && (unsigned)dst != node) ||
+		    starpu_bus_get_profiling_info(b, &info) != 0)
+			continue;
+		double mbps = starpu_transfer_bandwidth((unsigned)src, (unsigned)dst);
+		if (mbps > 0)
+			s += (double)info.transferred_bytes / (mbps * 1e6);
+	}
+	unsigned share = 0;
+	for (unsigned v = 0; v < starpu_worker_get_count(); v++)
+		share += starpu_worker_get_memory_node(v) == node;
+	return share ? s / share : s;
+}
+
+int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
+{
+	char *text = NULL, name[32];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	double wall = sp__now_s() - sp__rt.t0;
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	double makespan = sp__rt.first_start_us > 0 ? (sp__rt.last_end_us - sp__rt.first_start_us) * 1e-6 : 0;
+	fprintf(f, "scheduler\t%s\ncpu_workers\t%u\ncuda_workers\t%u\n", sp__rt.sched,
+		sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers());
+	fprintf(f, "items\t%zu\nfailed_items\t%zu\ntasks\t%llu\n", atomic_load(&sp__rt.items_done),
+		failed, (unsigned long long)atomic_load(&sp__rt.done));
+	fprintf(f, "wall_s\t%.6f\nmakespan_s\t%.6f\n", wall, makespan);
+#ifdef SP_SIMGRID
+	/* what the simulation charged beyond the models (sim_host.h) */
+	const char *hmf = sp_sim_host_file(), *slash = hmf != NULL ? strrchr(hmf, '/') : NULL;
+	fprintf(f, "sim_host_model\t%s\n", hmf == NULL ? "none" : slash != NULL ? slash + 1 : hmf);
+#endif
+	/* tasks per stage per worker type, stages in order of first start */
+	for (size_t i = 0; i < sp__rt.nk; i++) {
+		size_t first = i;
+		for (size_t k = 0; k < i; k++)
+			if (sp__rt.k[k].stage == sp__rt.k[i].stage)
+				first = k;
+		if (first != i)
+			continue;
+		unsigned long long n[2] = { 0, 0 };
+		for (size_t k = i; k < sp__rt.nk; k++)
+			if (sp__rt.k[k].stage == sp__rt.k[i].stage)
+				n[0] += sp__rt.k[k].ntasks[0], n[1] += sp__rt.k[k].ntasks[1];
+		fprintf(f, "tasks:%s:cpu\t%llu\ntasks:%s:cuda\t%llu\n", sp__rt.k[i].stage, n[0],
+			sp__rt.k[i].stage, n[1]);
+	}
+	for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
+		double busy = makespan > 0 ? sp__rt.worker_busy_us[w] * 1e-6 / makespan : 0;
+		double xfer = makespan > 0 ? transfer_s((int)w) / makespan : 0;
+		if (busy > 1)
+			busy = 1;
+		if (xfer > 1 - busy)
+			xfer = 1 - busy;
+		short_name((int)w, name, sizeof name);
+		fprintf(f, "busy:%s\t%.4f\ntransfer:%s\t%.4f\nidle:%s\t%.4f\n", name, busy, name, xfer,
+			name, 1 - busy - xfer);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	fprintf(f, "bytes_moved\t%llu\n", bytes_moved(NULL));
+	sp_bound_t b;
+	if (sp__rt.bound && sp_bound_compute(&b) == 0) {
+		double lb = fmax(b.area_s, b.path_s);
+		fprintf(f, "bound_area_s\t%.6f\nbound_path_s\t%.6f\nbound_s\t%.6f\nbound_binds\t%s\n",
+			b.area_s, b.path_s, lb, b.area_s >= b.path_s ? "area" : "path");
+		fprintf(f, "makespan_over_bound\t%.4f\n", lb > 0 ? makespan / lb : NAN);
+		fprintf(f, "bound_tasks\t%zu\nbound_measured_tasks\t%zu\nbound_dependencies\t%zu\n",
+			b.ntasks, b.nmeasured, b.nedges);
+	}
+	int ret = sp_write_memstream_atomic(path, f, &text, &len, err);
+	free(text);
+	return ret;
+}
+
+int sp_runtime_write_tasks(const char *path, sp_err_t *err)
+{
+	char *text = NULL, name[32];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nrec; i++) {
+		const struct sp__trace_rec *r = &sp__rt.rec[i];
+		if (r->worker < 0)
+			continue;
+		short_name(r->worker, name, sizeof name);
+		fprintf(f, "%s\t%s\t%s\t%.6f\t%.6f\n", name, r->stage, r->kernel,
+			(r->start_us - sp__rt.first_start_us) * 1e-6, (r->end_us - sp__rt.first_start_us) * 1e-6);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	int ret = sp_write_memstream_atomic(path, f, &text, &len, err);
+	free(text);
+	return ret;
+}
+
+double sp_runtime_t0_wall(void) { return sp__rt.t0_wall; }
+
+/* A metadata event naming a process (tid < 0) or one of its threads. */
+static void trace_meta(sp_json_t *j, const char *what, int pid, int tid, const char *label)
+{
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "name", what);
+	sp_json_kv_str(j, "ph", "M");
+	sp_json_kv_int(j, "pid", pid);
+	if (tid >= 0)
+		sp_json_kv_int(j, "tid", tid);
+	sp_json_key(j, "args");
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "name", label);
+	sp_json_end_object(j);
+	sp_json_end_object(j);
+}
+
+char *sp_runtime_trace_events(int pid, const char *label, double shift_us)
+{
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
+	char *out = NULL;
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return NULL;
+	sp_json_begin_array(j);
+	if (label != NULL)
+		trace_meta(j, "process_name", pid, -1, label);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		trace_meta(j, "thread_name", pid, (int)w, name);
+	}
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nrec; i++) {
+		const struct sp__trace_rec *r = &sp__rt.rec[i];
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "name", r->stage);
+		sp_json_kv_str(j, "cat", r->kernel);
+		sp_json_kv_str(j, "ph", "X");
+		sp_json_kv_int(j, "pid", pid);
+		sp_json_kv_int(j, "tid", r->worker);
+		sp_json_kv_num(j, "ts", r->start_us + shift_us);
+		sp_json_kv_num(j, "dur", r->end_us - r->start_us);
+		sp_json_end_object(j);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	sp_json_end_array(j);
+	if (sp_json_text(j) != NULL)
+		out = strdup(sp_json_text(j));
+	sp_json_free(&j);
+	return out;
+}
+
+int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents, sp_err_t *err)
+{
+	char *own = NULL;
+	if (events == NULL) {
+		own = sp_runtime_trace_events(0, NULL, 0.0);
+		if (own == NULL)
+			return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+		events = &own;
+		nevents = 1;
+	}
+	sp_json_t *j = sp_json_new();
+	if (j == NULL) {
+		free(own);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "displayTimeUnit", "ms");
+	sp_json_key(j, "traceEvents");
+	sp_json_begin_array(j);
+	for (size_t e = 0; e < nevents; e++)
+		if (events[e] != NULL)
+			sp_json_raw_elements(j, events[e]);
+	sp_json_end_array(j);
+	sp_json_end_object(j);
+	int ret = sp_json_write_file(j, path, err);
+	sp_json_free(&j);
+	free(own);
+	return ret;
+}

@@ -1,0 +1,77 @@
+/* Internal to the StarPU session (src/run/runtime.c, stats.c, report.c,
+ * models.c): its state, written by task callbacks and read by the reports;
+ * not installed. */
+#ifndef SP_RUNTIME_INT_H
+#define SP_RUNTIME_INT_H
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include <starpu.h>
+
+#define SP__MAXKERNELS 64
+
+
+struct sp__kstat {
+	const char *stage, *kernel; /* not owned: graph and codelet strings */
+	unsigned long long ntasks[2]; /* [0] CPU, [1] CUDA */
+	double busy_us[2];
+	double first_start_us;        /* the earliest start of its tasks */
+};
+
+struct sp__trace_rec {
+	const char *stage, *kernel;
+	int worker;
+	double start_us, end_us;
+};
+
+/* The session.  The statistics are written by task callbacks (any worker
+ * thread) under `lock`; a callback does a few additions, so contention is
+ * negligible next to tasks of a millisecond or more.  The progress thread
+ * only reads atomics. */
+struct sp__runtime {
+	int up;
+	double t0; /* monotonic seconds at init */
+	double t0_wall; /* the same instant, wall-clock seconds (traces of several ranks) */
+	starpu_pthread_mutex_t lock;
+	struct sp__kstat k[SP__MAXKERNELS];
+	size_t nk;
+	double worker_busy_us[STARPU_NMAXWORKERS];
+	unsigned long long worker_ntasks[STARPU_NMAXWORKERS];
+	int trace, bound;
+	double first_start_us, last_end_us; /* the makespan's ends; first_start 0: no task */
+	struct sp__trace_rec *rec;
+	size_t nrec, caprec;
+	atomic_ullong submitted, done;
+	atomic_size_t items_total, items_done;
+	int progress;
+	double progress_period;
+	starpu_pthread_t progress_thread;
+	atomic_int stop_progress;
+	starpu_pthread_mutex_t plock;
+	starpu_pthread_cond_t pcond;
+	char sched[64];
+	int heteroprio; /* task priorities are sched_hp.h buckets */
+	char pmdir[4096];   /* the performance models' folder */
+	int calibrate;
+	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
+	long cores;
+};
+extern struct sp__runtime sp__rt;
+
+static inline double sp__now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* stats.c: the progress line's thread. */
+void sp__progress_start(void);
+void sp__progress_stop(void);
+
+/* models.c: records the code version of each codelet that ran whose model
+ * has none yet, or was started afresh (--calibrate 2). */
+void sp__runtime_update_versions(void);
+
+#endif /* SP_RUNTIME_INT_H */
