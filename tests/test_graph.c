@@ -77,6 +77,39 @@ static void test_typed_and_keys(void **state)
 	sp_diag_free(&d);
 }
 
+/* The runtime: section is typed as stage parameters are: the command line's
+ * value over the graph's over the default. */
+static void test_runtime_params(void **state)
+{
+	(void)state;
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\nruntime:\n  ncpus: 3\n  scheduler: lws\n"
+			     "stages:\n  a:\n    uses: t.src\n    with: {file: x}\n", &d, &rc);
+	assert_int_equal(rc, 0);
+	sp_runtime_params_t p;
+	sp_graph_runtime_params(g, NULL, &p);
+	assert_int_equal(p.ncpus, 3);
+	assert_string_equal(p.scheduler, "lws");
+	assert_int_equal(p.ncuda, -1);          /* defaults */
+	assert_int_equal(p.workers_per_gpu, 1);
+	assert_string_equal(p.perfmodel_dir, "");
+	assert_int_equal(p.calibrate, 0);
+	const char *over[SP_RT_NPARAMS] = { 0 };
+	over[SP_RT_NCPUS] = "5";
+	over[SP_RT_CALIBRATE] = "2";
+	over[SP_RT_PERFMODEL_DIR] = "/tmp/m";
+	sp_graph_runtime_params(g, over, &p);
+	assert_int_equal(p.ncpus, 5);
+	assert_int_equal(p.calibrate, 2);
+	assert_string_equal(p.perfmodel_dir, "/tmp/m");
+	assert_string_equal(p.scheduler, "lws"); /* not overridden: the graph's */
+	for (size_t i = 0; i < SP_RT_NPARAMS; i++) /* the enum names the spec table's order */
+		assert_string_equal(sp_graph_runtime(g, sp_runtime_params[i].name), g->runtime[i].text);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
 /* Defaults fill the struct too. */
 static void test_defaults(void **state)
 {
@@ -285,6 +318,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_typed_and_keys),
+		cmocka_unit_test(test_runtime_params),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_key_errors),
 		cmocka_unit_test(test_chain),

@@ -156,4 +156,10 @@ const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name);
 /* The runtime: parameter `name` of g. */
 const char *sp_graph_runtime(const sp_graph_t *g, const char *name);
 
+/* The run's typed runtime parameters: over[i] (SP_RT_*; NULL: not given,
+ * each already accepted by sp_param_check()), else g's runtime: section,
+ * else the defaults.  The strings point into over or g. */
+void sp_graph_runtime_params(const sp_graph_t *g, const char *const over[SP_RT_NPARAMS],
+			     sp_runtime_params_t *out);
+
 #endif /* SP_GRAPH_H */

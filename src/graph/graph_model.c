@@ -146,3 +146,13 @@ const char *sp_graph_runtime(const sp_graph_t *g, const char *name)
 			return g->runtime[i].text;
 	return NULL;
 }
+
+void sp_graph_runtime_params(const sp_graph_t *g, const char *const over[SP_RT_NPARAMS],
+			     sp_runtime_params_t *out)
+{
+	const char *texts[SP_RT_NPARAMS];
+	for (size_t i = 0; i < SP_RT_NPARAMS; i++)
+		texts[i] = over != NULL && over[i] != NULL ? over[i] : g->runtime[i].text;
+	memset(out, 0, sizeof *out);
+	sp_params_fill(sp_runtime_params, SP_RT_NPARAMS, texts, out);
+}

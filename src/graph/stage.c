@@ -39,19 +39,22 @@ const sp_stage_kind_t *sp_stage_find(const char *name)
 	return NULL;
 }
 
-const sp_param_spec_t sp_runtime_params[] = {
-	{ "scheduler", SP_PT_STRING, "auto", 0, -1, NULL,
-	  "StarPU scheduling policy (heteroprio, dmdas, lws, eager...); auto: heteroprio with GPUs, lws without", 0 },
-	{ "ncpus", SP_PT_INT, "-1", -1, 4096, NULL,
-	  "CPU workers; -1 = all cores", 0 },
-	{ "ncuda", SP_PT_INT, "-1", -1, 64, NULL,
-	  "CUDA devices; -1 = all", 0 },
-	{ "workers_per_gpu", SP_PT_INT, "1", 1, 16, NULL,
-	  "StarPU workers (streams) per GPU", 0 },
-	{ "perfmodel_dir", SP_PT_PATH, "", 0, -1, NULL,
-	  "folder for StarPU performance models; empty = StarPU's default", 0 },
-	{ "calibrate", SP_PT_INT, "0", 0, 2, NULL,
-	  "perf-model calibration: 0 none, 1 calibrate, 2 recalibrate", 0 },
+const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS] = {
+	[SP_RT_SCHEDULER] = { "scheduler", SP_PT_STRING, "auto", 0, -1, NULL,
+	  "StarPU scheduling policy (heteroprio, dmdas, lws, eager...); auto: heteroprio with GPUs, lws without",
+	  SP_AT(sp_runtime_params_t, scheduler) },
+	[SP_RT_NCPUS] = { "ncpus", SP_PT_INT, "-1", -1, 4096, NULL,
+	  "CPU workers; -1 = all cores", SP_AT(sp_runtime_params_t, ncpus) },
+	[SP_RT_NCUDA] = { "ncuda", SP_PT_INT, "-1", -1, 64, NULL,
+	  "CUDA devices; -1 = all", SP_AT(sp_runtime_params_t, ncuda) },
+	[SP_RT_WORKERS_PER_GPU] = { "workers_per_gpu", SP_PT_INT, "1", 1, 16, NULL,
+	  "StarPU workers (streams) per GPU", SP_AT(sp_runtime_params_t, workers_per_gpu) },
+	[SP_RT_PERFMODEL_DIR] = { "perfmodel_dir", SP_PT_PATH, "", 0, -1, NULL,
+	  "folder for StarPU performance models; empty = StarPU's default",
+	  SP_AT(sp_runtime_params_t, perfmodel_dir) },
+	[SP_RT_CALIBRATE] = { "calibrate", SP_PT_INT, "0", 0, 2, NULL,
+	  "perf-model calibration: 0 none, 1 calibrate, 2 recalibrate",
+	  SP_AT(sp_runtime_params_t, calibrate) },
 };
 const size_t sp_runtime_nparams = sizeof sp_runtime_params / sizeof sp_runtime_params[0];
 
@@ -276,6 +279,11 @@ void sp_params_fill(const sp_param_spec_t *specs, size_t n, const char *const *t
 		if (sp->at == 0)
 			continue;
 		switch (sp->type) {
+		case SP_PT_STRING:
+		case SP_PT_PATH:
+		case SP_PT_OUTPUT:
+			memcpy(at, &texts[i], sizeof texts[i]);
+			break;
 		case SP_PT_INT: {
 			long long v = sp_param_int(texts[i]);
 			memcpy(at, &v, sizeof v);
@@ -302,7 +310,7 @@ void sp_params_fill(const sp_param_spec_t *specs, size_t n, const char *const *t
 			break;
 		}
 		default:
-			break; /* text: may hold per-item variables */
+			break;
 		}
 	}
 }

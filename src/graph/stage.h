@@ -46,7 +46,9 @@ typedef struct sp_param_spec {
  * a name up and parsing text for every item.  Field types: INT long long,
  * FLOAT double, BOOL int, SIZE unsigned long long, ENUM int (the index of
  * the word in `choices`).  Path and string parameters may hold per-item
- * variables, so they stay text (sp_item_param()).
+ * variables, so a stage reads them as text (sp_item_param()); a spec of
+ * such a type with `at` set gets the text's pointer (const char *, not
+ * copied: the runtime: section's scheduler and perfmodel_dir).
  */
 #define SP_AT(type, field) (offsetof(type, field) + 1)
 
@@ -168,8 +170,25 @@ const sp_stage_kind_t *const *sp_stage_kinds(size_t *n);
 /* The kind called `name`, or NULL (binary search of sp_stage_kinds()). */
 const sp_stage_kind_t *sp_stage_find(const char *name);
 
-/* The parameters accepted by a graph's `runtime:` section. */
-extern const sp_param_spec_t sp_runtime_params[];
+/* The parameters accepted by a graph's `runtime:` section (and the
+ * command line's --sched, --ncpus ...), typed as stage parameters are. */
+enum sp_runtime_param {
+	SP_RT_SCHEDULER,
+	SP_RT_NCPUS,
+	SP_RT_NCUDA,
+	SP_RT_WORKERS_PER_GPU,
+	SP_RT_PERFMODEL_DIR,
+	SP_RT_CALIBRATE,
+	SP_RT_NPARAMS
+};
+typedef struct sp_runtime_params {
+	const char *scheduler;     /* "auto", or a StarPU policy */
+	long long ncpus, ncuda;    /* -1: all */
+	long long workers_per_gpu;
+	const char *perfmodel_dir; /* "": the per-user default */
+	long long calibrate;       /* 0, 1, 2 */
+} sp_runtime_params_t;
+extern const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS];
 extern const size_t sp_runtime_nparams;
 
 /* Checks `text` against a parameter spec.  Returns 0, or SP_EINVAL with a

@@ -1,0 +1,296 @@
+/* The starpipe command's options: --help's text and the parser. */
+#define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cluster.h"
+#include "run.h"
+#include "runtime.h"
+
+const char cli_usage_text[] =
+	"Usage: starpipe COMMAND [OPTIONS]\n"
+	"\n"
+	"A task-graph runtime for heterogeneous nodes: runs declarative pipeline graphs\n"
+	"as StarPU tasks over every CPU core and GPU of the node.\n"
+	"\n"
+	"Commands:\n"
+	"  run GRAPH [ITEM...]\n"
+	"                  run the pipeline over its work items: the ITEMs given,\n"
+	"                  else those of the graph's inputs: section\n"
+	"  validate GRAPH  check a graph file; print its problems as file:line:col\n"
+	"  dot GRAPH       print the pipeline as Graphviz DOT\n"
+	"  list            print every stage kind, its parameters and implementations\n"
+	"  tune GRAPH [ITEM...] --out DIR [--sched LIST] [--ncpus LIST] [--vary NAME=LIST]\n"
+	"                  run GRAPH under every configuration of a sweep, repeated;\n"
+	"                  write results.csv, summary.txt and plots (starpipe tune --help)\n"
+	"  models [GRAPH]  print the performance models of every codelet (of GRAPH's\n"
+	"                  stages): samples, mean and spread per footprint and worker\n"
+	"                  type; flags the uncalibrated and the noisy ones\n"
+	"\n"
+	"Options of run, validate and dot:\n"
+	"  -s, --set NAME=VALUE     set a pipeline variable (see the graph's params:)\n"
+	"  -i, --input PATH         same as --set input=PATH\n"
+	"  -o, --output PATH        same as --set output=PATH\n"
+	"Options of run (they override the graph's runtime: section):\n"
+	"      --sched NAME         StarPU scheduler (auto: dmdas with GPUs, lws without)\n"
+	"      --ncpus N            CPU workers (-1: all cores)\n"
+	"      --ncuda N            CUDA GPUs (-1: all)\n"
+	"      --workers-per-gpu N  CUDA workers (streams) per GPU\n"
+	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
+	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
+	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
+	"      --inflight N         work items driven at once (default 2; 2 + 4 per GPU on a\n"
+	"                           node with GPUs)\n"
+	"      --report FILE.json   write the run report as JSON\n"
+	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"
+	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
+	"                           terminal, 10 otherwise)\n"
+	"      --skip-existing      skip an item whose every output exists and is whole\n"
+	"                           (a re-run after a crash or a kill does only what is\n"
+	"                           missing; a damaged output is made again)\n"
+	"      --journal FILE       append one JSON line per finished item to FILE\n"
+	"      --shard I/K          run only the items whose index is I modulo K (0 <= I < K):\n"
+	"                           one part of a batch, e.g. one Slurm array task\n"
+	"      --tile STAGE=N       the stage's tile: (tasks it splits into), as in the graph\n"
+	"      --figures FILE       write the run's figures as NAME<TAB>VALUE lines: makespan,\n"
+	"                           per-worker busy/idle, lower bounds (starpipe tune reads it)\n"
+	"      --tasks FILE         write one line per task: worker, stage, kernel, start, end\n"
+	"      --sim-count NAME=N   starpipe-sim: run a data-dependent loop N times, as the real\n"
+	"                           run did (iterations, retrain_attempts: from its report)\n"
+	"      --memory-limit SIZE  refuse an item estimated to need more (default: the\n"
+	"                           machine's memory, or its cgroup's limit)\n"
+	"  -q, --quiet              no progress, no report on stderr\n"
+	"  -v, --verbose            one line per item started\n"
+	"  -h, --help               this help\n"
+	"  -V, --version            print the version\n"
+	"\n"
+	"Exit status: 0 every item done or skipped, 1 some items failed, 2 bad usage,\n"
+	"invalid graph or output collision, 3 nothing matched the inputs, 4 the runtime\n"
+	"could not start, 5 stopped by SIGHUP or SIGUSR1, 130/143 stopped by SIGINT/SIGTERM.\n";
+
+
+enum {
+	OPT_SCHED = 256,
+	OPT_NCPUS,
+	OPT_NCUDA,
+	OPT_WPG,
+	OPT_PMDIR,
+	OPT_CALIB,
+	OPT_INFLIGHT,
+	OPT_REPORT,
+	OPT_TRACE,
+	OPT_PROGRESS,
+	OPT_SKIP,
+	OPT_JOURNAL,
+	OPT_MEMLIMIT,
+	OPT_SHARD,
+	OPT_TILE,
+	OPT_FIGURES,
+	OPT_TASKS,
+	OPT_SIMCOUNT,
+};
+
+int cli_usage_error(const char *fmt, const char *arg)
+{
+	if (sp_cluster_rank() != 0)
+		return EXIT_USAGE;
+	fprintf(stderr, "starpipe: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'starpipe --help'.\n");
+	return EXIT_USAGE;
+}
+
+static int add_var(struct cli *c, const char *name, size_t nlen, const char *value)
+{
+	if (c->nvars == sizeof c->vars / sizeof c->vars[0])
+		return cli_usage_error("%s", "too many --set options");
+	char *n = strndup(name, nlen);
+	if (n == NULL)
+		return cli_usage_error("%s", "out of memory");
+	c->vars[c->nvars].name = n;
+	c->vars[c->nvars].value = value;
+	c->nvars++;
+	return 0;
+}
+
+/* --sched, --ncpus ...: a value of the runtime: section, checked as the
+ * graph's would be. */
+static int set_rt(struct cli *c, enum sp_runtime_param i, const char *value, const char *opt)
+{
+	char msg[1024];
+	if (sp_param_check(&sp_runtime_params[i], value, msg, sizeof msg) != 0 ||
+	    (i == SP_RT_SCHEDULER && sp_runtime_check_sched(value, msg, sizeof msg) != 0) ||
+	    (i == SP_RT_PERFMODEL_DIR &&
+	     sp_runtime_check_perfmodel_dir(value, msg, sizeof msg) != 0)) {
+		fprintf(stderr, "starpipe: %s: %s\nTry 'starpipe --help'.\n", opt, msg);
+		return EXIT_USAGE;
+	}
+	c->rt[i] = value;
+	return 0;
+}
+
+int cli_parse_args(int argc, char **argv, struct cli *c)
+{
+	static const struct option lo[] = {
+		{ "set", required_argument, NULL, 's' },
+		{ "input", required_argument, NULL, 'i' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "sched", required_argument, NULL, OPT_SCHED },
+		{ "ncpus", required_argument, NULL, OPT_NCPUS },
+		{ "ncuda", required_argument, NULL, OPT_NCUDA },
+		{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
+		{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
+		{ "calibrate", required_argument, NULL, OPT_CALIB },
+		{ "inflight", required_argument, NULL, OPT_INFLIGHT },
+		{ "report", required_argument, NULL, OPT_REPORT },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "progress-every", required_argument, NULL, OPT_PROGRESS },
+		{ "skip-existing", no_argument, NULL, OPT_SKIP },
+		{ "journal", required_argument, NULL, OPT_JOURNAL },
+		{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
+		{ "shard", required_argument, NULL, OPT_SHARD },
+		{ "tile", required_argument, NULL, OPT_TILE },
+		{ "figures", required_argument, NULL, OPT_FIGURES },
+		{ "tasks", required_argument, NULL, OPT_TASKS },
+		{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o, r = 0;
+	char *end;
+
+	c->inflight = 0; /* 0: sp_run() decides from the workers */
+	while ((o = getopt_long(argc, argv, "s:i:o:qvhV", lo, NULL)) != -1) {
+		switch (o) {
+		case 's': {
+			const char *eq = strchr(optarg, '=');
+			if (eq == NULL || eq == optarg)
+				return cli_usage_error("--set expects NAME=VALUE, got '%s'", optarg);
+			r = add_var(c, optarg, (size_t)(eq - optarg), eq + 1);
+			break;
+		}
+		case 'i': r = add_var(c, "input", 5, optarg); break;
+		case 'o': r = add_var(c, "output", 6, optarg); break;
+		case OPT_SCHED: r = set_rt(c, SP_RT_SCHEDULER, optarg, "--sched"); break;
+		case OPT_NCPUS: r = set_rt(c, SP_RT_NCPUS, optarg, "--ncpus"); break;
+		case OPT_NCUDA: r = set_rt(c, SP_RT_NCUDA, optarg, "--ncuda"); break;
+		case OPT_WPG: r = set_rt(c, SP_RT_WORKERS_PER_GPU, optarg, "--workers-per-gpu"); break;
+		case OPT_PMDIR: r = set_rt(c, SP_RT_PERFMODEL_DIR, optarg, "--perfmodel-dir"); break;
+		case OPT_CALIB: r = set_rt(c, SP_RT_CALIBRATE, optarg, "--calibrate"); break;
+		case OPT_INFLIGHT:
+			c->inflight = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || c->inflight < 1 || c->inflight > 64)
+				return cli_usage_error("--inflight expects an integer in [1, 64], got '%s'", optarg);
+			break;
+		case OPT_REPORT: c->report = optarg; break;
+		case OPT_TRACE: c->trace = optarg; break;
+		case OPT_PROGRESS:
+			c->progress_every = strtod(optarg, &end);
+			if (*optarg == '\0' || *end != '\0' || !(c->progress_every > 0) ||
+			    c->progress_every > 86400)
+				return cli_usage_error("--progress-every expects seconds in (0, 86400], got '%s'",
+						   optarg);
+			break;
+		case OPT_SKIP: c->skip_existing = 1; break;
+		case OPT_TILE:
+			if (strchr(optarg, '=') == NULL || *optarg == '=')
+				return cli_usage_error("--tile expects STAGE=N, got '%s'", optarg);
+			if (c->ntiles == sizeof c->tiles / sizeof c->tiles[0])
+				return cli_usage_error("%s", "too many --tile options");
+			c->tiles[c->ntiles++] = optarg;
+			break;
+		case OPT_FIGURES: c->figures = optarg; break;
+		case OPT_TASKS: c->tasks = optarg; break;
+		case OPT_SIMCOUNT: {
+			const char *eq = strchr(optarg, '=');
+			long v = eq ? strtol(eq + 1, &end, 10) : -1;
+#ifndef SP_SIMGRID
+			return cli_usage_error("--sim-count %s: only starpipe-sim simulates", optarg);
+#endif
+			if (eq == NULL || eq == optarg || eq - optarg >= 32 || eq[1] == '\0' || *end != '\0' ||
+			    v < 0 || v > 100000000)
+				return cli_usage_error("--sim-count expects NAME=N (N in [0, 100000000]), got '%s'",
+						   optarg);
+			char name[32];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
+			if (sp_sim_count_set(name, v) != 0)
+				return cli_usage_error("%s", "too many --sim-count options");
+			break;
+		}
+		case OPT_JOURNAL: c->journal = optarg; break;
+		case OPT_SHARD: {
+			char *slash;
+			c->shard_i = strtol(optarg, &slash, 10);
+			if (slash == optarg || *slash != '/' ||
+			    (c->shard_k = strtol(slash + 1, &end, 10), end == slash + 1 || *end != '\0') ||
+			    c->shard_k < 1 || c->shard_i < 0 || c->shard_i >= c->shard_k)
+				return cli_usage_error("--shard expects I/K with 0 <= I < K, got '%s'", optarg);
+			break;
+		}
+		case OPT_MEMLIMIT: {
+			static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18,
+							      NULL, NULL, 0 };
+			char msg[256];
+			if (sp_param_check(&spec, optarg, msg, sizeof msg) != 0) {
+				fprintf(stderr, "starpipe: --memory-limit: %s\nTry 'starpipe --help'.\n", msg);
+				return EXIT_USAGE;
+			}
+			c->memory_limit = sp_param_size(optarg);
+			break;
+		}
+		case 'q': c->quiet = 1; break;
+		case 'v': c->verbose = 1; break;
+		case 'h': fputs(cli_usage_text, stdout); exit(0);
+		case 'V': {
+			char d[160];
+			sp_runtime_describe(d, sizeof d);
+			printf("starpipe %s\n%s\n%s\n", PACKAGE_VERSION, d, sp_cluster_describe());
+			sp_cluster_finalize();
+			exit(0);
+		}
+		default: return cli_usage_error("%s", "invalid option");
+		}
+		if (r != 0)
+			return r;
+	}
+	if (optind >= argc)
+		return cli_usage_error("%s", "missing command");
+	c->cmd = argv[optind++];
+	if (strcmp(c->cmd, "models") == 0) {
+		if (optind < argc)
+			c->graph = argv[optind++]; /* optional */
+	} else if (strcmp(c->cmd, "list") != 0 && strcmp(c->cmd, "help") != 0) {
+		if (optind >= argc)
+			return cli_usage_error("%s: missing graph file", c->cmd);
+		c->graph = argv[optind++];
+	}
+	if (optind < argc && strcmp(c->cmd, "run") == 0) {
+		c->items = argv + optind;
+		c->nitems = (size_t)(argc - optind);
+	} else if (optind < argc) {
+		return cli_usage_error("unexpected argument '%s'", argv[optind]);
+	}
+	return 0;
+}
+
+void cli_say(const char *fmt, ...)
+{
+	if (sp_cluster_rank() != 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("starpipe: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}

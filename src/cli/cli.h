@@ -1,0 +1,63 @@
+/* Internal to the starpipe command (src/cli/): its options, commands and exit statuses. */
+#ifndef SP_CLI_H
+#define SP_CLI_H
+
+#include <stddef.h>
+
+#include "graph.h"
+#include "stage.h"
+
+/* Exit statuses (documented in starpipe.1; tests/cli.test checks them). */
+enum {
+	EXIT_ITEMS_FAILED = 1, /* some work items failed; the others are done */
+	EXIT_USAGE = 2,        /* bad usage, invalid graph, refused plan */
+	EXIT_NO_INPUT = 3,     /* nothing matched the inputs */
+	EXIT_RUNTIME = 4,      /* the runtime (StarPU) could not start */
+	EXIT_INTERRUPTED = 5,  /* stopped on request by SIGHUP or SIGUSR1 */
+	/* SIGINT and SIGTERM give 128 + the signal: 130 and 143 */
+};
+
+/* The command line, parsed. */
+struct cli {
+	const char *cmd, *graph;
+	sp_var_t vars[128];
+	size_t nvars;
+	const char *rt[SP_RT_NPARAMS]; /* --sched, --ncpus ...: the runtime: section's values, by SP_RT_* */
+	const char *report, *trace, *journal, *figures, *tasks;
+	const char *tiles[32]; /* --tile STAGE=N */
+	size_t ntiles;
+	int skip_existing;
+	unsigned long long memory_limit;
+	long shard_i, shard_k; /* --shard I/K; K = 0: all items */
+	char **items; /* work items given after the graph (run only) */
+	size_t nitems;
+	long inflight;
+	double progress_every;
+	int quiet, verbose;
+};
+
+/* args.c */
+int cli_parse_args(int argc, char **argv, struct cli *c);
+/* Prints "starpipe: MESSAGE" and the --help hint on rank 0 (MPI: every rank
+ * has the same command line; rank 0 says it); returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, const char *arg);
+extern const char cli_usage_text[];
+
+/* Prints "starpipe: MESSAGE\n" on stderr, on rank 0 only: what concerns
+ * the batch is said once in an MPI job. */
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* cmd_info.c: starpipe list, starpipe models [GRAPH]. */
+int cli_cmd_list(void);
+int cli_cmd_models(const struct cli *c);
+
+/* cmd_run.c: starpipe run GRAPH [ITEM...]; --tile STAGE=N applied to g. */
+int cli_cmd_run(struct cli *c, sp_graph_t *g);
+int cli_apply_tiles(const struct cli *c, sp_graph_t *g);
+
+/* signals.c: SIGINT, SIGTERM, SIGHUP and SIGUSR1 stop the batch cleanly;
+ * the exit status for the signal that stopped it. */
+void cli_catch_stop_signals(void);
+int cli_exit_for_signal(int sig);
+
+#endif /* SP_CLI_H */

@@ -1,0 +1,320 @@
+/* starpipe run: the batch's items, its plan, the StarPU session, the run and its reports. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cluster.h"
+#include "run.h"
+#include "runtime.h"
+#include "sched_hp.h"
+
+/*
+ * DESIGN: cmd_run is a sequence of steps, each returning 0 or the exit
+ * status that ends the command: the items (given, or the graph's inputs:),
+ * the plan (collisions over the whole batch, the shard), the session's
+ * configuration (command line over the graph's runtime: section over the
+ * defaults, all typed), the run, and what it writes.  Under MPI every rank
+ * runs every step (the batch's collectives need them all); what concerns
+ * the batch is said by rank 0 (cli_say).
+ */
+
+/* --tile STAGE=N: a stage's `tile:` from the command line (starpipe tune varies it). */
+int cli_apply_tiles(const struct cli *c, sp_graph_t *g)
+{
+	for (size_t i = 0; i < c->ntiles; i++) {
+		const char *eq = strchr(c->tiles[i], '=');
+		size_t nlen = (size_t)(eq - c->tiles[i]);
+		sp_gstage_t *st = NULL;
+		for (size_t k = 0; k < g->nstages && st == NULL; k++)
+			if (strlen(g->stages[k].name) == nlen &&
+			    strncmp(g->stages[k].name, c->tiles[i], nlen) == 0)
+				st = &g->stages[k];
+		char *end;
+		long n = strtol(eq + 1, &end, 10);
+		if (st == NULL)
+			return cli_usage_error("--tile %s: the graph has no such stage", c->tiles[i]);
+		if (st->kind->tile == NULL)
+			return cli_usage_error("--tile %s: the stage's kind runs as one task per item "
+					       "(starpipe list shows the kinds that tile)", c->tiles[i]);
+		if (eq[1] == '\0' || *end != '\0' || n < 0 || n > 100000000)
+			return cli_usage_error("--tile %s: expects an integer in [0, 100000000]",
+					       c->tiles[i]);
+		st->tile = (int)n;
+	}
+	return 0;
+}
+
+/* The batch's work items (malloc'd strings). */
+struct items {
+	char **v;
+	size_t n;
+};
+
+static void items_free(struct items *it)
+{
+	for (size_t i = 0; it->v != NULL && i < it->n; i++)
+		free(it->v[i]);
+	free(it->v);
+	it->v = NULL;
+	it->n = 0;
+}
+
+/* The items: those after the graph file, else the graph's inputs: (globs,
+ * a manifest); folders expanded, a file named twice taken once; MPI ranks
+ * take rank 0's list, whatever their own globs saw (files still arriving,
+ * a file system's caches): one batch, one indexing. */
+static int collect_items(const struct cli *c, const sp_graph_t *g, struct items *it)
+{
+	sp_err_t err = { 0 };
+	int status = 0;
+	if (c->nitems > 0) {
+		it->v = calloc(c->nitems, sizeof *it->v);
+		for (it->n = 0; it->v != NULL && it->n < c->nitems; it->n++)
+			if ((it->v[it->n] = strdup(c->items[it->n])) == NULL)
+				break;
+		if (it->v == NULL || it->n < c->nitems) {
+			fprintf(stderr, "starpipe: out of memory\n");
+			status = 1;
+		}
+	} else if (sp_graph_items(g, &it->v, &it->n, &err) != 0) {
+		cli_say("%s", err.msg);
+		status = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
+	}
+	if (status == 0 && sp_graph_folders(g, &it->v, &it->n, &err) != 0) {
+		cli_say("%s", err.msg);
+		/* nothing matched: 3; a folder that cannot be read: 2, as a
+		 * manifest that cannot be read */
+		status = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
+	} else if (status == 0 && it->n == 0) {
+		cli_say("%s: no work item (give them after the graph file or in its inputs: section)",
+			g->file);
+		status = EXIT_NO_INPUT;
+	}
+	/* One file named twice (a folder given twice, a folder and a file in
+	 * it) is one item, not an output collision of the file with itself. */
+	if (status == 0) {
+		char ex[1024];
+		size_t nd = sp_graph_dedupe(it->v, &it->n, ex, sizeof ex);
+		if (nd > 0 && !c->quiet)
+			cli_say("%zu input(s) named a file already listed (%s); each file is one item",
+				nd, ex);
+	}
+	if (sp_cluster_size() > 1 && sp_cluster_bcast_items(&it->v, &it->n, &status) != 0) {
+		fprintf(stderr, "starpipe: out of memory sharing the batch's items\n");
+		sp_cluster_abort(1);
+	}
+	return status;
+}
+
+/* Output collisions are refused before anything starts, over the whole
+ * batch: shards of it must not collide with each other either.  --shard
+ * I/K takes items round robin, so each shard gets large and small items
+ * alike; items keep their index in the whole batch (${index}). */
+static int plan_batch(const struct cli *c, const sp_graph_t *g, const struct items *it,
+		      sp_run_opts_t *ro)
+{
+	sp_err_t err = { 0 };
+	if (sp_run_plan_check(g, it->v, it->n, &err) != 0) {
+		cli_say("%s", err.msg);
+		return EXIT_USAGE;
+	}
+	if (c->shard_k == 0)
+		return 0;
+	size_t k = (size_t)c->shard_k, i = (size_t)c->shard_i;
+	size_t mine = it->n / k + (i < it->n % k);
+	if (mine == 0) {
+		cli_say("shard %ld/%ld of %zu item(s) is empty", c->shard_i, c->shard_k, it->n);
+		return EXIT_NO_INPUT;
+	}
+	if (!c->quiet)
+		cli_say("shard %ld/%ld: %zu of %zu item(s)", c->shard_i, c->shard_k, mine, it->n);
+	ro->shard_i = i;
+	ro->shard_k = k;
+	return 0;
+}
+
+/* GPU workers asked for and no CPU worker: a stage with CPU tasks only
+ * (readers, writers) could never run, and StarPU would refuse its first
+ * task (ENODEV) mid-batch.  (--ncpus 0 with the default --ncuda is left to
+ * the runtime: without a GPU it has no worker at all, exit 4.) */
+static int check_workers(const sp_graph_t *g, const sp_runtime_params_t *p)
+{
+	for (size_t k = 0; p->ncpus == 0 && p->ncuda > 0 && k < g->nstages; k++) {
+		const sp_gstage_t *st = &g->stages[k];
+		unsigned can = st->kind->impl & (st->where ? st->where : SP_IMPL_CPU | SP_IMPL_CUDA);
+		if (st->kind->codelets != NULL && st->kind->codelets[0] != '\0' &&
+		    !(can & SP_IMPL_CUDA)) {
+			cli_say("%s: stage '%s' (%s) runs on CPU workers only, and --ncpus 0 leaves "
+				"none: give it at least 1", g->file, st->name, st->kind->name);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+/* The StarPU session's configuration: the typed runtime parameters, the
+ * command line's reporting options, and this rank's share of the node's
+ * cores when several ranks share it (a test, or a launcher placing one rank
+ * per socket). */
+static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runtime_params_t *p,
+			 sp_runtime_conf_t *conf)
+{
+	memset(conf, 0, sizeof *conf);
+	conf->scheduler = p->scheduler;
+	conf->graph = g;
+	conf->ncpus = (int)p->ncpus;
+	conf->ncuda = (int)p->ncuda;
+	conf->workers_per_gpu = (int)p->workers_per_gpu;
+	conf->perfmodel_dir = p->perfmodel_dir;
+	conf->calibrate = (int)p->calibrate;
+	conf->progress = !c->quiet && sp_cluster_rank() == 0; /* MPI: rank 0's progress only */
+#ifdef SP_SIMGRID
+	conf->progress = 0; /* its timed waits are real time, not simulated */
+	/* A SimGrid StarPU built --with-fxt writes an FxT trace of every run
+	 * (~100 MB for a DESI batch) and slows it down: only on request
+	 * (STARPU_FXT_TRACE=1, STARPU_FXT_PREFIX=DIR; doc/tuning.md). */
+	setenv("STARPU_FXT_TRACE", "0", 0);
+#endif
+	conf->progress_period = c->progress_every;
+	conf->trace = c->trace != NULL || c->tasks != NULL;
+	conf->bound = c->figures != NULL;
+	int lrank, lsize;
+	sp_cluster_local(&lrank, &lsize);
+	if (lsize > 1) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		if (cores < 1)
+			cores = 1;
+		if (cores >= lsize) {
+			conf->cpu_first = (int)(lrank * cores / lsize);
+			conf->cpu_count = (int)((lrank + 1) * cores / lsize) - conf->cpu_first;
+		} else {
+			conf->cpu_first = lrank % (int)cores;
+			conf->cpu_count = 1;
+		}
+		if (!c->quiet && lrank == 0)
+			fprintf(stderr, "starpipe: %d ranks share this node; each binds its CPU workers "
+				"to its share of the %ld cores (one rank per node uses them all)\n",
+				lsize, cores);
+	}
+	if (sp_cluster_size() > 1 && !c->quiet)
+		cli_say("%d MPI ranks; items handed out by rank 0 as ranks ask", sp_cluster_size());
+}
+
+/* The exit status from the batch's counts, each said once. */
+static int batch_status(const struct cli *c, int ret, const sp_graph_t *g,
+			const sp_run_result_t *res, size_t nitems)
+{
+	int status = 0;
+	if (ret != 0 && ret != SP_ECANCELED) {
+		fprintf(stderr, "starpipe: %s: %s\n", g->file,
+			ret == SP_ENOMEM ? res->err.msg : sp_strerror(ret));
+		status = EXIT_ITEMS_FAILED;
+	}
+	if (res->nfailed) {
+		cli_say("%zu of %zu item(s) failed", res->nfailed, nitems);
+		status = EXIT_ITEMS_FAILED;
+	}
+	if (res->journal_failed) /* said when it happened */
+		status = EXIT_ITEMS_FAILED;
+	if (res->nskipped && !c->quiet)
+		cli_say("%zu of %zu item(s) skipped: their outputs exist", res->nskipped, nitems);
+	if (res->signal != 0) {
+		cli_say("interrupted by SIG%s: %zu item(s) done, %zu cancelled, %zu not started; the "
+			"same command with --skip-existing finishes the batch",
+			sigabbrev_np(res->signal), res->nok, res->ncancelled, res->nnotrun);
+		status = cli_exit_for_signal(res->signal);
+	}
+	return status;
+}
+
+/* A report file written (rc 0), or its error said: a successful run then exits 1. */
+static int written(int status, int rc, const sp_err_t *err)
+{
+	if (rc == 0)
+		return status;
+	fprintf(stderr, "starpipe: %s\n", err->msg);
+	return status == 0 ? EXIT_ITEMS_FAILED : status;
+}
+
+/* What the run writes besides its outputs (rank 0 speaks for an MPI
+ * batch): the summary, --report, --trace, --figures, --tasks. */
+static int write_reports(const struct cli *c, const sp_graph_t *g, const sp_run_result_t *res,
+			 int status)
+{
+	sp_err_t err = { 0 };
+	if (sp_cluster_rank() != 0)
+		return status;
+	if (!c->quiet)
+		sp_runtime_print_report(g->pipeline);
+	if (c->report != NULL)
+		status = written(status, sp_runtime_write_report(c->report, g->pipeline, res->items_json,
+								 res->stage_lines, res->cluster_json, &err), &err);
+	if (c->trace != NULL)
+		status = written(status, sp_runtime_write_trace(c->trace, res->trace_events,
+								res->ntrace_events, &err), &err);
+	if (c->figures != NULL)
+		status = written(status, sp_runtime_write_figures(c->figures, res->nfailed, &err), &err);
+	if (c->tasks != NULL)
+		status = written(status, sp_runtime_write_tasks(c->tasks, &err), &err);
+	return status;
+}
+
+/* Starts StarPU, runs the batch, writes the reports, stops StarPU. */
+static int run_batch(const struct cli *c, const sp_graph_t *g, const struct items *it,
+		     const sp_runtime_params_t *p, const sp_run_opts_t *ro)
+{
+	sp_runtime_conf_t conf;
+	sp_run_result_t res;
+	sp_err_t err = { 0 };
+
+	session_conf(c, g, p, &conf);
+	if (sp_runtime_init(&conf, &err) != 0) {
+		fprintf(stderr, "starpipe: %s\n", err.msg);
+		/* the other ranks would wait for this one in the batch's collectives */
+		sp_cluster_abort(EXIT_RUNTIME);
+		return EXIT_RUNTIME;
+	}
+	if (c->verbose && sp_cluster_rank() == 0 && sp_runtime_heteroprio())
+		sp_hp_describe(stderr); /* what auto chose on a GPU node, and why */
+	int ret = sp_run(g, it->v, it->n, ro, &res);
+	if (ret == SP_EINVAL) {
+		/* every rank refuses alike; the rank with the reason says it */
+		if (sp_cluster_rank() == 0 ||
+		    strncmp(res.err.msg, SP_RUN_OTHER_RANK, strlen(SP_RUN_OTHER_RANK)) != 0)
+			fprintf(stderr, "starpipe: %s\n", res.err.msg);
+		sp_runtime_shutdown();
+		return EXIT_USAGE;
+	}
+	/* the counts are the batch's on every rank, so every rank exits alike */
+	int status = batch_status(c, ret, g, &res, it->n);
+	status = write_reports(c, g, &res, status);
+	sp_run_result_free(&res);
+	sp_runtime_shutdown();
+	return status;
+}
+
+int cli_cmd_run(struct cli *c, sp_graph_t *g)
+{
+	struct items it = { 0 };
+	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose,
+			     .quiet = c->quiet, .skip_existing = c->skip_existing,
+			     .journal = c->journal, .memory_limit = c->memory_limit,
+			     .trace = c->trace != NULL };
+	sp_runtime_params_t p;
+
+	sp_graph_runtime_params(g, c->rt, &p);
+	int status = collect_items(c, g, &it);
+	if (status == 0)
+		status = plan_batch(c, g, &it, &ro);
+	if (status == 0)
+		status = check_workers(g, &p);
+	if (status == 0) {
+		cli_catch_stop_signals();
+		status = run_batch(c, g, &it, &p, &ro);
+	}
+	items_free(&it);
+	return status;
+}
