@@ -3,7 +3,6 @@
 #include "graph_int.h"
 #include "error.h"
 #include "fsutil.h"
-#include "runtime.h"
 
 #include <assert.h>
 #include <errno.h>

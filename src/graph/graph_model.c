@@ -1,6 +1,5 @@
 /* The loaded graph: its accessors, Graphviz DOT output, and freeing it. */
 #include "graph_int.h"
-#include "runtime.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -191,6 +191,14 @@ typedef struct sp_runtime_params {
 extern const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS];
 extern const size_t sp_runtime_nparams;
 
+/* Whether `name` is a scheduler this StarPU knows ("auto" and "" are):
+ * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
+ * list of schedulers).  StarPU only warns about an unknown one, and falls
+ * back; the graph loader and the command line refuse it.  Defined by the
+ * run layer (src/run/runtime.c) in the program, by a test's own in unit
+ * tests: the graph layer links without StarPU. */
+int sp_runtime_check_sched(const char *name, char *msg, size_t len);
+
 /* Checks `text` against a parameter spec.  Returns 0, or SP_EINVAL with a
  * message such as "expected an integer in [1, 100000], got '0'" in msg. */
 int sp_param_check(const sp_param_spec_t *spec, const char *text, char *msg,

@@ -27,6 +27,7 @@
 #endif
 #include "sched_hp.h"
 #include "sim_host.h"
+#include "stage.h"
 #include "runtime_int.h"
 
 struct sp__runtime sp__rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,

@@ -45,12 +45,11 @@ void sp_runtime_shutdown(void);
  * it is a symbolic link, someone else's, or group/world-writable. */
 const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len);
 
-/* Checks before StarPU starts (StarPU only warns about an unknown
- * scheduler, and aborts on a perf-model "folder" that is a file).  Each
- * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
- * list of schedulers).  A name of "auto" or "" is valid; a folder that does
- * not exist yet is valid (it is created). */
-int sp_runtime_check_sched(const char *name, char *msg, size_t len);
+/* Checks before StarPU starts (StarPU aborts on a perf-model "folder" that
+ * is a file): returns 0, or -1 with a one-line reason in msg.  A folder
+ * that does not exist yet is valid (it is created).  The scheduler's check,
+ * sp_runtime_check_sched(), is declared in stage.h: the graph loader uses
+ * it too. */
 int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 
 /* Number of CPU / CUDA workers of the session. */
