@@ -694,8 +694,7 @@ static double now_s(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The argument of the job's next task, for the stage's ctx over [lo, hi);
- * counted as submitted. */
+/* The argument of the job's next task, for the stage's ctx over [lo, hi). */
 static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, int lo, int hi)
 {
 	struct apple_task_arg *a = j->next_arg++;
@@ -704,17 +703,14 @@ static struct apple_task_arg *next_arg(struct apple_job *j, sp_taskctx_t *ctx, i
 	a->ctx = ctx;
 	a->lo = lo;
 	a->hi = hi;
-	sp_taskctx_submitting(ctx);
 	return a;
 }
 
-/* Submits a task of cl for the stage's ctx over [lo, hi) that does `flops`
- * operations (apple_glue.h; 0: not counted); `...` are its data arguments.
- * The argument lives in the job. */
-#define APPLE_SUBMIT(j, cl, ctx, lo, hi, flops, ...)                                     \
-	starpu_task_insert(&(cl), __VA_ARGS__, STARPU_FLOPS, (double)(flops),              \
-			   STARPU_CL_ARGS_NFREE, next_arg(j, ctx, lo, hi),                  \
-			   sizeof(struct apple_task_arg), SP_TASK_ARGS(ctx), 0)
+/* sp_task_insert()'s arguments for a task's flops (apple_glue.h; 0: not
+ * counted) and its argument over [lo, hi), which lives in the job. */
+#define APPLE_TASK_ARG(j, ctx, lo, hi, flops)                                             \
+	STARPU_FLOPS, (double)(flops), STARPU_CL_ARGS_NFREE, next_arg(j, ctx, lo, hi),     \
+		sizeof(struct apple_task_arg)
 
 /* The job behind a stage's input value. */
 static struct apple_job *in_job(sp_value_t *const *in)
@@ -729,12 +725,6 @@ static int tiles(const sp_gstage_t *st, int n)
 	if (k < 1)
 		k = 1;
 	return k < n ? k : n;
-}
-
-static int submit_failed(struct apple_job *j, sp_item_t *item, int ret)
-{
-	return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
-			     j->path, ret);
 }
 
 /* apple.preprocess's parameters, parsed once when the graph is loaded. */
@@ -803,10 +793,9 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_prepare");
 	if (ctx == NULL)
 		return SP_ENOMEM;
-	int ret = APPLE_SUBMIT(j, prepare_cl, ctx, 0, 0, apple_prepare_flops(s), STARPU_R, m->h,
-			       STARPU_W, j->him, STARPU_W, j->hmean, STARPU_W, j->hstd, STARPU_W,
-			       j->hspec);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return sp_task_insert(ctx, &prepare_cl, STARPU_R, m->h, STARPU_W, j->him, STARPU_W, j->hmean,
+			      STARPU_W, j->hstd, STARPU_W, j->hspec,
+			      APPLE_TASK_ARG(j, ctx, 0, 0, apple_prepare_flops(s)));
 }
 
 /* Tiles over query windows, each writing its rows of the response cube; the
@@ -832,17 +821,18 @@ static int score_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	starpu_data_partition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts);
 	for (int i = 0; i < j->k_score && ret == 0; i++)
-		ret = APPLE_SUBMIT(j, score_cl, ctx, j->qb[i], j->qb[i + 1],
-				   apple_score_flops(s, j->qb[i + 1] - j->qb[i]), STARPU_R, j->him,
-				   STARPU_R, j->hspec, STARPU_W, j->hresp_parts[i]);
+		ret = sp_task_insert(ctx, &score_cl, STARPU_R, j->him, STARPU_R, j->hspec, STARPU_W,
+				     j->hresp_parts[i],
+				     APPLE_TASK_ARG(j, ctx, j->qb[i], j->qb[i + 1],
+						    apple_score_flops(s, j->qb[i + 1] - j->qb[i])));
 	starpu_data_unpartition_submit(j->hresp, (unsigned)j->k_score, j->hresp_parts, STARPU_MAIN_RAM);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return ret;
 }
 
 static int submit_train(struct apple_job *j, sp_taskctx_t *ctx)
 {
-	return APPLE_SUBMIT(j, train_cl, ctx, 0, 0, 0, STARPU_R, j->hresp, STARPU_R, j->him,
-			    STARPU_W, j->hsvc);
+	return sp_task_insert(ctx, &train_cl, STARPU_R, j->hresp, STARPU_R, j->him, STARPU_W, j->hsvc,
+			      APPLE_TASK_ARG(j, ctx, 0, 0, 0));
 }
 
 static int train_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -857,8 +847,7 @@ static int train_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_train");
 	if (ctx == NULL)
 		return SP_ENOMEM;
-	int ret = submit_train(j, ctx);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return submit_train(j, ctx);
 }
 
 /* Tiles over window rows, each writing its rows of the segmentation.  As
@@ -898,9 +887,9 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		starpu_data_partition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts);
 		/* counted when they run: classify_declare_flops() */
 		for (int i = 0; i < j->k_class && ret == 0; i++)
-			ret = APPLE_SUBMIT(j, classify_cl, ctx, j->rb[i], j->rb[i + 1], 0, STARPU_R,
-					   j->hmean, STARPU_R, j->hstd, STARPU_R, j->hsvc, STARPU_W,
-					   j->hseg_parts[i]);
+			ret = sp_task_insert(ctx, &classify_cl, STARPU_R, j->hmean, STARPU_R, j->hstd,
+					     STARPU_R, j->hsvc, STARPU_W, j->hseg_parts[i],
+					     APPLE_TASK_ARG(j, ctx, j->rb[i], j->rb[i + 1], 0));
 		starpu_data_unpartition_submit(j->hseg, (unsigned)j->k_class, j->hseg_parts,
 					       STARPU_MAIN_RAM);
 		if (ret != 0)
@@ -934,7 +923,7 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 			j->s.tau1 += 500;
 		sp_item_report_num(item, "retrain_attempts", attempt + 1);
 	}
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return ret;
 }
 
 static int morphology_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -949,9 +938,8 @@ static int morphology_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_morph");
 	if (ctx == NULL)
 		return SP_ENOMEM;
-	int ret = APPLE_SUBMIT(j, morph_cl, ctx, 0, 0, apple_morph_flops(&j->s), STARPU_R, j->hseg,
-			       STARPU_W, j->hmorph);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return sp_task_insert(ctx, &morph_cl, STARPU_R, j->hseg, STARPU_W, j->hmorph,
+			      APPLE_TASK_ARG(j, ctx, 0, 0, apple_morph_flops(&j->s)));
 }
 
 static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -980,9 +968,8 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (ctx == NULL || pv->score == NULL ||
 	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->path);
-	int ret = APPLE_SUBMIT(j, pick_cl, ctx, 0, 0, 0, STARPU_R, j->hmorph, STARPU_W, pv->h,
-			       STARPU_R, j->hmean, STARPU_R, j->hstd);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return sp_task_insert(ctx, &pick_cl, STARPU_R, j->hmorph, STARPU_W, pv->h, STARPU_R, j->hmean,
+			      STARPU_R, j->hstd, APPLE_TASK_ARG(j, ctx, 0, 0, 0));
 }
 
 #define PP(f) SP_AT(struct preprocess_params, f)

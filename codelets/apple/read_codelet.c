@@ -98,12 +98,8 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	m->arg->ctx = sp_item_taskctx(item, st, "apple_read");
 	if (m->arg->ctx == NULL)
 		return SP_ENOMEM;
-	sp_taskctx_submitting(m->arg->ctx);
-	int ret = starpu_task_insert(&read_cl, STARPU_W, m->h, STARPU_CL_ARGS_NFREE, m->arg,
-				     sizeof *m->arg, SP_TASK_ARGS(m->arg->ctx), 0);
-	if (ret != 0)
-		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", m->path, ret);
-	return 0;
+	return sp_task_insert(m->arg->ctx, &read_cl, STARPU_W, m->h, STARPU_CL_ARGS_NFREE, m->arg,
+			      sizeof *m->arg);
 }
 
 static const sp_param_spec_t read_params[] = {

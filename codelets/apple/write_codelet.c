@@ -132,17 +132,8 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	    (w->arg.csv[0] != '\0' && sp_item_output(item, w->arg.csv, &w->arg.csv_tmp, &err) != 0) ||
 	    (w->arg.png[0] != '\0' && sp_item_output(item, w->arg.png, &w->arg.png_tmp, &err) != 0))
 		return sp_status_set_err(sp_item_status(item), &err);
-	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, w->arg.pv->h,
-						     STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
-						     SP_TASK_ARGS(w->arg.ctx), 0);
-	if (task == NULL)
-		return SP_ENOMEM;
-	int ret = sp_task_submit_joinable(task, w->arg.ctx);
-	if (ret != 0)
-		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
-				     w->arg.star, ret);
-	w->task = task;
-	return 0;
+	return sp_task_insert_joinable(w->arg.ctx, &w->task, &write_cl, STARPU_R, w->arg.pv->h,
+				       STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg);
 }
 
 /* --skip-existing: the STAR and BOX files parse, whole (star.h). */

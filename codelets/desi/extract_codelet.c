@@ -414,12 +414,6 @@ static int same_inputs(struct desi_job *j, sp_item_t *item, const sp_gstage_t *s
 			     j->iv->path, st->name);
 }
 
-static int submit_failed(struct desi_job *j, sp_item_t *item, int ret)
-{
-	return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
-			     j->iv->path, ret);
-}
-
 /* Most fibres in a patch: a subbundle and a neighbour each side. */
 static int nf_max(const desi_plan_t *pl)
 {
@@ -671,15 +665,12 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
 	*sl->arg = (struct desi_spots_arg){ j->ctx_spots, desi_psf_shape(j->psf),
 					    (size_t)ns * pl->nfullwave };
-	sp_taskctx_submitting(j->ctx_spots);
 	const desi_spot_shape_t sh = desi_psf_shape(j->psf);
 	const double flops = desi_spots_flops(2 * sh.hsizex + 1, 2 * sh.hsizey + 1, sh.ghdegx,
 					      sh.ghdegy, (size_t)ns * pl->nfullwave);
-	int ret = starpu_task_insert(&spots_cl, STARPU_R, sl->hparams, STARPU_W, sl->hspots, STARPU_W,
-				     sl->hxc, STARPU_W, sl->hyc, STARPU_FLOPS, flops,
-				     STARPU_CL_ARGS_NFREE, sl->arg,
-				     sizeof *sl->arg, SP_TASK_ARGS(j->ctx_spots), 0);
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return sp_task_insert(j->ctx_spots, &spots_cl, STARPU_R, sl->hparams, STARPU_W, sl->hspots,
+			      STARPU_W, sl->hxc, STARPU_W, sl->hyc, STARPU_FLOPS, flops,
+			      STARPU_CL_ARGS_NFREE, sl->arg, sizeof *sl->arg);
 }
 
 /* ---- desi.patch ---- */
@@ -733,6 +724,7 @@ static int patch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	struct desi_job *j = ((desi_job_val_t *)out)->job;
 	struct desi_slot *sl = &j->slots[j->subs[t].bundle % j->nslots];
 	int ret = 0;
+	(void)item;
 	(void)st;
 	(void)in;
 	j->chunk0[t] = j->nchunks;
@@ -757,17 +749,15 @@ static int patch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 			ch->normal = j->next_normal++ % j->nnormals;
 			ch->nrows = (size_t)b->p.core_nf * b->nfield * b->nwave_grid;
 			ch->a_patch = (struct desi_task_arg){ j->ctx_patch, ch };
-			sp_taskctx_submitting(j->ctx_patch);
-			ret = starpu_task_insert(&patch_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
-						 STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R,
-						 j->iv->ivar, STARPU_W, j->normals[ch->normal],
-						 STARPU_FLOPS, b->np * desi_patch_flops(&b->p),
-						 STARPU_CL_ARGS_NFREE, &ch->a_patch, sizeof ch->a_patch,
-						 SP_TASK_ARGS(j->ctx_patch), 0);
+			ret = sp_task_insert(j->ctx_patch, &patch_cl, STARPU_R, sl->hspots, STARPU_R,
+					     sl->hxc, STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R,
+					     j->iv->ivar, STARPU_W, j->normals[ch->normal],
+					     STARPU_FLOPS, b->np * desi_patch_flops(&b->p),
+					     STARPU_CL_ARGS_NFREE, &ch->a_patch, sizeof ch->a_patch);
 		}
 	}
 	j->chunk0[t + 1] = j->nchunks;
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return ret;
 }
 
 /* ---- desi.decorrelate ---- */
@@ -793,6 +783,7 @@ static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *
 {
 	struct desi_job *j = ((desi_job_val_t *)out)->job;
 	int ret = 0;
+	(void)item;
 	(void)st;
 	(void)in;
 	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
@@ -801,15 +792,13 @@ static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *
 		/* the rows are allocated where the task runs, freed after the stitch */
 		starpu_vector_data_register(&ch->hrows, -1, 0, (uint32_t)ch->nrows, sizeof(float));
 		ch->a_decor = (struct desi_task_arg){ j->ctx_decor, ch };
-		sp_taskctx_submitting(j->ctx_decor);
-		ret = starpu_task_insert(&decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc, STARPU_R,
-					 sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
-					 STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows,
-					 STARPU_FLOPS, ch->batch.np * desi_decorrelate_flops(&ch->batch.p),
-					 STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor,
-					 SP_TASK_ARGS(j->ctx_decor), 0);
+		ret = sp_task_insert(j->ctx_decor, &decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
+				     STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
+				     STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows,
+				     STARPU_FLOPS, ch->batch.np * desi_decorrelate_flops(&ch->batch.p),
+				     STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor);
 	}
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return ret;
 }
 
 /* ---- desi.stitch ---- */
@@ -888,18 +877,16 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
 		struct desi_chunk *ch = &j->chunks[c];
 		ch->a_stitch = (struct desi_task_arg){ j->ctx_stitch, ch };
-		sp_taskctx_submitting(j->ctx_stitch);
-		ret = starpu_task_insert(&stitch_cl, STARPU_R, ch->hrows, STARPU_RW | STARPU_COMMUTE,
-					 j->parts[ch->isub], STARPU_CL_ARGS_NFREE, &ch->a_stitch,
-					 sizeof ch->a_stitch, SP_TASK_ARGS(j->ctx_stitch), 0);
+		ret = sp_task_insert(j->ctx_stitch, &stitch_cl, STARPU_R, ch->hrows,
+				     STARPU_RW | STARPU_COMMUTE, j->parts[ch->isub],
+				     STARPU_CL_ARGS_NFREE, &ch->a_stitch, sizeof ch->a_stitch);
 		if (ret == 0 && j->model) {
 			struct desi_slot *sl = &j->slots[ch->slot];
 			ch->a_model = (struct desi_task_arg){ j->ctx_model, ch };
-			sp_taskctx_submitting(j->ctx_model);
-			ret = starpu_task_insert(&model_cl, STARPU_R, ch->hrows, STARPU_R, sl->hspots,
-						 STARPU_R, sl->hxc, STARPU_R, sl->hyc, STARPU_RW,
-						 j->hmodel, STARPU_CL_ARGS_NFREE, &ch->a_model,
-						 sizeof ch->a_model, SP_TASK_ARGS(j->ctx_model), 0);
+			ret = sp_task_insert(j->ctx_model, &model_cl, STARPU_R, ch->hrows, STARPU_R,
+					     sl->hspots, STARPU_R, sl->hxc, STARPU_R, sl->hyc,
+					     STARPU_RW, j->hmodel, STARPU_CL_ARGS_NFREE, &ch->a_model,
+					     sizeof ch->a_model);
 		}
 		if (ret == 0) {
 			starpu_data_unregister_submit(ch->hrows);
@@ -911,7 +898,7 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 					       STARPU_MAIN_RAM);
 		j->partitioned = 0;
 	}
-	return ret != 0 ? submit_failed(j, item, ret) : 0;
+	return ret;
 }
 
 /* ---- the kinds ---- */

@@ -148,13 +148,8 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	im->arg->ctx = sp_item_taskctx(item, st, "desi_read_image");
 	if (im->arg->ctx == NULL)
 		return SP_ENOMEM;
-	sp_taskctx_submitting(im->arg->ctx);
-	int ret = starpu_task_insert(&image_read_cl, STARPU_W, im->pix, STARPU_W, im->ivar,
-				     STARPU_CL_ARGS_NFREE, im->arg, sizeof *im->arg,
-				     SP_TASK_ARGS(im->arg->ctx), 0);
-	if (ret != 0)
-		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", im->path, ret);
-	return 0;
+	return sp_task_insert(im->arg->ctx, &image_read_cl, STARPU_W, im->pix, STARPU_W, im->ivar,
+			      STARPU_CL_ARGS_NFREE, im->arg, sizeof *im->arg);
 }
 
 static const sp_param_spec_t image_params[] = {

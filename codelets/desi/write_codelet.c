@@ -193,27 +193,19 @@ static int write_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 {
 	desi_write_val_t *w = (desi_write_val_t *)out;
 	desi_frame_val_t *fr = w->arg.fr;
+	(void)item;
 	(void)st;
 	(void)in;
 	if (t >= fr->ntiles)
 		return SP_TILE_END; /* alone in its group: after the extraction's tiles */
 	if (t != fr->ntiles - 1)
 		return 0;
-	struct starpu_task *task =
-		w->arg.model_tmp != NULL
-			? starpu_task_build(&write_cl, STARPU_R, fr->h, STARPU_R, fr->hmodel,
-					    STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg,
-					    SP_TASK_ARGS(w->arg.ctx), 0)
-			: starpu_task_build(&write_cl, STARPU_R, fr->h, STARPU_CL_ARGS_NFREE, &w->arg,
-					    sizeof w->arg, SP_TASK_ARGS(w->arg.ctx), 0);
-	if (task == NULL)
-		return SP_ENOMEM;
-	int ret = sp_task_submit_joinable(task, w->arg.ctx);
-	if (ret != 0)
-		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
-				     w->arg.path, ret);
-	w->task = task;
-	return 0;
+	if (w->arg.model_tmp != NULL)
+		return sp_task_insert_joinable(w->arg.ctx, &w->task, &write_cl, STARPU_R, fr->h,
+					       STARPU_R, fr->hmodel, STARPU_CL_ARGS_NFREE, &w->arg,
+					       sizeof w->arg);
+	return sp_task_insert_joinable(w->arg.ctx, &w->task, &write_cl, STARPU_R, fr->h,
+				       STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg);
 }
 
 /* --skip-existing: the frame and the model verified (desi_output_verify). */

@@ -303,21 +303,16 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 		for (size_t c = 0; c < t->nchunks && ret == 0; c++) {
 			double m = jsync_chunk_model_triplets(args[c].ntriplets);
-			sp_taskctx_submitting(ctx);
 			if (t->recompute)
-				ret = starpu_task_insert(&fused_cl, STARPU_R, t->rijs->h, STARPU_R, vh,
-							 STARPU_REDUX, wh, STARPU_FLOPS,
-							 jsync_fused_flops(m), STARPU_CL_ARGS_NFREE,
-							 &args[c], sizeof args[c], SP_TASK_ARGS(ctx), 0);
+				ret = sp_task_insert(ctx, &fused_cl, STARPU_R, t->rijs->h, STARPU_R, vh,
+						     STARPU_REDUX, wh, STARPU_FLOPS, jsync_fused_flops(m),
+						     STARPU_CL_ARGS_NFREE, &args[c], sizeof args[c]);
 			else
-				ret = starpu_task_insert(&matvec_cl, STARPU_R, t->h[c], STARPU_R, vh,
-							 STARPU_REDUX, wh, STARPU_FLOPS,
-							 jsync_matvec_flops(m), STARPU_CL_ARGS_NFREE,
-							 &args[c], sizeof args[c], SP_TASK_ARGS(ctx), 0);
+				ret = sp_task_insert(ctx, &matvec_cl, STARPU_R, t->h[c], STARPU_R, vh,
+						     STARPU_REDUX, wh, STARPU_FLOPS, jsync_matvec_flops(m),
+						     STARPU_CL_ARGS_NFREE, &args[c], sizeof args[c]);
 		}
 		if (ret != 0) {
-			ret = sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",
-					    sp_item_path(item), ret);
 			/* Wait for the chunks already submitted: they use args. */
 			starpu_data_acquire(wh, STARPU_R);
 			starpu_data_release(wh);

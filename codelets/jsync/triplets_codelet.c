@@ -116,7 +116,6 @@ static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate
 static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 			sp_value_t **out)
 {
-	sp_status_t *status = sp_item_status(item);
 	jsync_rijs_t *r = (jsync_rijs_t *)in[0];
 	jsync_triplets_t *t = calloc(1, sizeof *t);
 	const struct triplets_params *tp = st->typed;
@@ -163,14 +162,12 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		size_t nb = jsync_choice_bytes(r->N, t->bounds[c], t->bounds[c + 1]);
 		/* No home buffer: StarPU allocates the choices where the tasks run. */
 		starpu_vector_data_register(&t->h[c], -1, 0, (uint32_t)nb, 1);
-		sp_taskctx_submitting(ctx);
 		double flops = jsync_best_flops(jsync_chunk_model_triplets(t->args[c].ntriplets));
-		int ret = starpu_task_insert(&best_cl, STARPU_R, r->h, STARPU_W, t->h[c],
-					     STARPU_FLOPS, flops, STARPU_CL_ARGS_NFREE, &t->args[c],
-					     sizeof t->args[c], SP_TASK_ARGS(ctx), 0);
+		int ret = sp_task_insert(ctx, &best_cl, STARPU_R, r->h, STARPU_W, t->h[c],
+					 STARPU_FLOPS, flops, STARPU_CL_ARGS_NFREE, &t->args[c],
+					 sizeof t->args[c]);
 		if (ret != 0)
-			return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)",
-					     sp_item_path(item), ret);
+			return ret;
 	}
 	return 0;
 }

@@ -34,6 +34,7 @@ sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const c
 		return NULL;
 	n->ctx.item = item;
 	n->ctx.status = &item->status;
+	n->ctx.path = item->path;
 	n->ctx.stage = stage->name;
 	n->ctx.kernel = kernel;
 	n->ctx.stage_index = (int)(stage - item->g->stages);

@@ -54,6 +54,7 @@ typedef struct sp_item sp_item_t;
 typedef struct sp_taskctx {
 	sp_item_t *item;
 	sp_status_t *status;
+	const char *path;   /* the item's input path (sp_item_path), for messages */
 	const char *stage;  /* stage name in the graph */
 	const char *kernel; /* codelet name, e.g. "jsync_matvec" */
 	int stage_index;
@@ -66,27 +67,68 @@ typedef struct sp_taskctx {
 sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage,
 			      const char *kernel);
 
-/* Must be called once per task, right before submitting it with
- * SP_TASK_ARGS(ctx), so progress and reports count it. */
-void sp_taskctx_submitting(sp_taskctx_t *ctx);
+/*
+ * Submitting tasks: every starpipe task goes through one of these two
+ * macros (as Chameleon's single insert-task macro), which count it for
+ * progress and reports, add the arguments that name it, time it and apply
+ * the stage's `priority:` and `where:`, and on failure record in
+ * ctx->status one message naming the item, the stage, the codelet and
+ * StarPU's error:
+ *   PATH: stage 'STAGE': StarPU refused a task of codelet KERNEL: No such
+ *   device (StarPU error -19)[: no worker of this run can execute it; ...]
+ * Both return 0, or SP_ESTARPU with the status set.
+ *
+ *   sp_task_insert(ctx, cl, ...): a detached task (starpu_task_insert());
+ *   `...` are its starpu_task_insert() arguments (access modes and handles,
+ *   STARPU_FLOPS, STARPU_CL_ARGS_NFREE arg, size, ...) without the final 0.
+ *     ret = sp_task_insert(ctx, &read_cl, STARPU_W, h, STARPU_CL_ARGS_NFREE, a, sizeof *a);
+ *
+ *   sp_task_insert_joinable(ctx, &task, cl, ...): a task the stage waits for
+ *   with sp_task_join() (StarPU frees it then), whose cl_arg the stage owns
+ *   and frees after the join; *task is the task, or NULL when submission
+ *   failed (the task is destroyed).  Returns SP_ENOMEM, with no status set,
+ *   when StarPU could not build the task.
+ *
+ * ctx is evaluated once; cl and the other arguments as in
+ * starpu_task_insert().  A stage submits tasks in no other way: no
+ * codelets/<pipeline>/<stage>_codelet.c calls starpu_task_insert,
+ * starpu_task_build or starpu_task_submit (tests/stage-kinds.test).
+ */
+#define sp_task_insert(ctx, ...)                                                     \
+	__extension__({                                                              \
+		sp_taskctx_t *const sp__ti_ctx = (ctx);                              \
+		sp__task_submitting(sp__ti_ctx);                                     \
+		sp__task_submit_check(sp__ti_ctx, starpu_task_insert(                \
+				__VA_ARGS__, SP__TASK_ARGS(sp__ti_ctx), 0));         \
+	})
+#define sp_task_insert_joinable(ctx, taskp, ...)                                     \
+	__extension__({                                                              \
+		sp_taskctx_t *const sp__ti_ctx = (ctx);                              \
+		sp__task_submit_joinable(sp__ti_ctx, (taskp), starpu_task_build(     \
+				__VA_ARGS__, SP__TASK_ARGS(sp__ti_ctx), 0));         \
+	})
 
-void sp__task_done_cb(void *arg);
-
-/* Submits a task made with starpu_task_build(SP_TASK_ARGS(ctx), ...) whose
- * cl_arg the stage owns and frees after the task: the task is not detached,
- * so the stage waits for it with sp_task_join() before freeing the
- * argument.  On failure the task is destroyed.  Returns 0 or StarPU's
- * error. */
-int sp_task_submit_joinable(struct starpu_task *task, sp_taskctx_t *ctx);
-
-/* Waits for a task of sp_task_submit_joinable() (StarPU frees it) and
+/* Waits for a task of sp_task_insert_joinable() (StarPU frees it) and
  * clears *task; does nothing when *task is NULL. */
 void sp_task_join(struct starpu_task **task);
 
-/* The starpu_task_insert() arguments every starpipe task carries. */
-#define SP_TASK_ARGS(ctx)                                           \
-	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),  \
-		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority,  \
+/* Internal to the macros above (src/run/task.c); not for stages. */
+/* Counts a task about to be submitted (before: it may end, and be counted
+ * done, before the submission returns). */
+void sp__task_submitting(sp_taskctx_t *ctx);
+/* The one error path of task submission: ret is StarPU's return code;
+ * returns 0, or records the failure in ctx->status and returns SP_ESTARPU. */
+int sp__task_submit_check(sp_taskctx_t *ctx, int ret);
+/* Makes a built task (NULL: SP_ENOMEM) joinable, counts and submits it; sets
+ * *out to it, or to NULL when submission failed (the task is destroyed). */
+int sp__task_submit_joinable(sp_taskctx_t *ctx, struct starpu_task **out,
+			     struct starpu_task *task);
+/* The completion callback: the task's worker and dates, for the report. */
+void sp__task_done_cb(void *arg);
+/* The starpu_task_insert()/starpu_task_build() arguments every task carries. */
+#define SP__TASK_ARGS(ctx)                                                  \
+	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),     \
+		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority,    \
 		STARPU_EXECUTE_WHERE, (unsigned long long)(long long)(ctx)->where
 
 /*

@@ -68,7 +68,7 @@ void sp_runtime_describe(char *buf, size_t size);
 void sp_runtime_items(size_t total);
 void sp_runtime_item_done(void);
 
-/* Counting of tasks (used by sp_taskctx_submitting and the callback). */
+/* Counting of tasks (used by sp_task_insert() and the callback, task.c). */
 void sp__runtime_task_submitted(void);
 void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 			   double start_us, double end_us);

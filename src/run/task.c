@@ -1,25 +1,49 @@
-/* Task submission: every starpipe task is counted, named and timed through its sp_taskctx_t (item.h). */
+/* Task submission (sp_task_insert, item.h): every starpipe task is counted, named and timed
+ * through its sp_taskctx_t, and a refused one is reported one way, here. */
+#include <errno.h>
+#include <string.h>
 #include <time.h>
 
 #include "bound.h"
 #include "item.h"
 #include "runtime.h"
 
-void sp_taskctx_submitting(sp_taskctx_t *ctx)
+void sp__task_submitting(sp_taskctx_t *ctx)
 {
 	(void)ctx;
 	sp__runtime_task_submitted();
 }
 
-int sp_task_submit_joinable(struct starpu_task *task, sp_taskctx_t *ctx)
+int sp__task_submit_check(sp_taskctx_t *ctx, int ret)
 {
+	if (ret == 0)
+		return 0;
+	/* -ENODEV: no worker of the session can run it (the stage's where:
+	 * names a worker type the run has none of, or the codelet lacks it) */
+	return sp_status_set(ctx->status, SP_ESTARPU,
+			     "%s: stage '%s': StarPU refused a task of codelet %s: %s (StarPU error %d)%s",
+			     ctx->path, ctx->stage, ctx->kernel, strerror(-ret), ret,
+			     ret == -ENODEV ? ": no worker of this run can execute it; check the "
+					      "stage's where: and --ncpus/--ncuda"
+					    : "");
+}
+
+int sp__task_submit_joinable(sp_taskctx_t *ctx, struct starpu_task **out,
+			     struct starpu_task *task)
+{
+	*out = NULL;
+	if (task == NULL)
+		return SP_ENOMEM;
 	task->detach = 0;
 	task->cl_arg_free = 0; /* the stage owns it (StarPU 1.3's task_build ignores _NFREE) */
-	sp_taskctx_submitting(ctx);
+	sp__task_submitting(ctx);
 	int ret = starpu_task_submit(task);
-	if (ret != 0)
+	if (ret != 0) {
 		starpu_task_destroy(task);
-	return ret;
+		return sp__task_submit_check(ctx, ret);
+	}
+	*out = task;
+	return 0;
 }
 
 void sp_task_join(struct starpu_task **task)
