@@ -20,6 +20,7 @@
 	X(apple_write)          \
 	X(desi_decorrelate)     \
 	X(desi_image)           \
+	X(desi_model)           \
 	X(desi_patch)           \
 	X(desi_psf)             \
 	X(desi_spots)           \

@@ -22,8 +22,8 @@ enum {
 #define DESI_NDIAG 5
 #define DESI_NFIELD (DESI_F_RES0 + 2 * DESI_NDIAG + 1)
 /* The chunks' rows carry one more field after these, the deconvolved flux
- * (desi_batch_t.xflux), when the frame's 2-D model is asked for
- * (desi_frame_model()); the frame does not. */
+ * (desi_batch_t.xflux), when desi.model computes the 2-D model; the frame
+ * does not. */
 
 /* Port type "desi.psf". */
 typedef struct desi_psf_val {
@@ -52,21 +52,7 @@ typedef struct desi_frame_val {
 	const char *psf_path, *image_path, *fibermap_path; /* borrowed from the producers */
 	double heliocor; /* barycentric factor applied to wave; 0: none */
 	int ntiles;      /* the extraction's tiles (subbundles), for a tiled writer */
-	/* The 2-D model image, float [model_ny][model_nx] (the image's shape)
-	 * in host memory, after desi_frame_model(); NULL otherwise. */
-	starpu_data_handle_t hmodel;
-	int model_ny, model_nx;
 	struct desi_job *job; /* the extraction stages' shared job (a reference) */
 } desi_frame_val_t;
-
-/* Asks the extraction that makes fr for the 2-D model image of the frame:
- * its core's deconvolved flux times the spots, summed on the CCD pixels
- * (desi_model_batch_cpu()), in fr->hmodel once the stitch stage's tasks
- * are done (a task reading hmodel is ordered after them).
- * Call from the run() of a stage in the same group of tiled stages as
- * desi.stitch (desi.write), before the tiles are submitted; returns 0,
- * SP_ENOMEM, or SP_EINVAL (status set, naming the item) when the
- * extraction's tiles have been submitted already. */
-int desi_frame_model(desi_frame_val_t *fr, sp_item_t *item, const sp_gstage_t *st);
 
 #endif /* SP_DESI_GLUE_H */

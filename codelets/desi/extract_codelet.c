@@ -29,11 +29,13 @@
  *   desi.stitch       per chunk, a CPU task copies its rows into its
  *                     subbundle's rows of the frame (a partition of it);
  *                     the last tile gathers the partition, asynchronously.
- *                     When the frame's writer asks for the 2-D model
- *                     (desi_frame_model(), from its run(), before any
- *                     tile), the rows also carry the deconvolved flux and
+ *   desi.model        with model=true (its run(), before any tile, asks
+ *                     for it), the rows also carry the deconvolved flux and
  *                     a CPU task per chunk adds the chunk's spots times it
- *                     into the model image.  These tasks all write that one
+ *                     into the model image; the last writes the image's
+ *                     file.  The chunk's rows go when the last of the
+ *                     stages reading them (stitch, model) has submitted
+ *                     its task (rows_release()).  These tasks all write that one
  *                     image (RW), so StarPU runs them one after the other
  *                     in submission order, subbundle by subbundle and
  *                     along the wavelengths: the image is the same for any
@@ -87,6 +89,7 @@ struct desi_chunk {
 	int slot, normal;   /* spots slot, normal-equations buffer */
 	size_t nrows;       /* floats of the chunk's rows */
 	starpu_data_handle_t hrows;
+	int readers;        /* stages still to submit a task reading hrows */
 	struct desi_task_arg a_patch, a_decor, a_stitch, a_model;
 };
 
@@ -115,7 +118,8 @@ struct desi_job {
 	double regularize, psferr;
 	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch, *ctx_model;
 	int tiles_started; /* the first tile was submitted */
-	/* The 2-D model, when asked for (desi_frame_model()): [img.ny][img.nx] */
+	int rows_readers;  /* stages reading the chunks' rows (desi.stitch, desi.model) */
+	/* The 2-D model, when desi.model asks for it (model=true): [img.ny][img.nx] */
 	int model;
 	float *model_img;
 	starpu_data_handle_t hmodel;
@@ -790,6 +794,7 @@ static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *
 		struct desi_chunk *ch = &j->chunks[c];
 		struct desi_slot *sl = &j->slots[ch->slot];
 		/* the rows are allocated where the task runs, freed after the stitch */
+		ch->readers = j->rows_readers;
 		starpu_vector_data_register(&ch->hrows, -1, 0, (uint32_t)ch->nrows, sizeof(float));
 		ch->a_decor = (struct desi_task_arg){ j->ctx_decor, ch };
 		ret = sp_task_insert(j->ctx_decor, &decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
@@ -832,35 +837,19 @@ static int stitch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	fr->fibermap_path = j->iv->fibermap;
 	fr->heliocor = j->heliocor;
 	fr->ntiles = j->nsubs;
+	j->rows_readers++;
 	j->ctx_stitch = sp_item_taskctx(item, st, "desi_stitch");
 	return j->ctx_stitch == NULL ? SP_ENOMEM : 0;
 }
 
-int desi_frame_model(desi_frame_val_t *fr, sp_item_t *item, const sp_gstage_t *st)
+/* A stage reading a chunk's rows has submitted its task: the last one
+ * unregisters them (StarPU frees them once the tasks reading them are done). */
+static void rows_release(struct desi_chunk *ch)
 {
-	struct desi_job *j = fr->job;
-	const size_t npix = (size_t)j->iv->img.ny * (size_t)j->iv->img.nx;
-
-	if (j->model)
-		goto out;
-	if (j->tiles_started)
-		return sp_status_set(sp_item_status(item), SP_EINVAL,
-				     "%s: stage '%s' asks for the 2-D model after the extraction "
-				     "was submitted: it must follow the desi.stitch stage in the graph",
-				     j->iv->path, st->name);
-	if (starpu_malloc((void **)&j->model_img, npix * sizeof *j->model_img) != 0)
-		return sp_status_set(sp_item_status(item), SP_ENOMEM,
-				     "%s: cannot allocate the 2-D model (%zu pixels)", j->iv->path,
-				     npix);
-	memset(j->model_img, 0, npix * sizeof *j->model_img);
-	starpu_vector_data_register(&j->hmodel, STARPU_MAIN_RAM, (uintptr_t)j->model_img,
-				    (uint32_t)npix, sizeof *j->model_img);
-	j->model = 1;
-out:
-	fr->model_ny = j->iv->img.ny;
-	fr->model_nx = j->iv->img.nx;
-	fr->hmodel = j->hmodel;
-	return 0;
+	if (--ch->readers > 0)
+		return;
+	starpu_data_unregister_submit(ch->hrows);
+	ch->hrows = NULL;
 }
 
 /* Subbundle t's chunks into the frame; after the last one, the frame is
@@ -870,28 +859,17 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 {
 	struct desi_job *j = ((desi_frame_val_t *)out)->job;
 	int ret = 0;
+	(void)item;
+	(void)st;
 	(void)in;
-	if (j->model && j->ctx_model == NULL &&
-	    (j->ctx_model = sp_item_taskctx(item, st, "desi_model")) == NULL)
-		return SP_ENOMEM;
 	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
 		struct desi_chunk *ch = &j->chunks[c];
 		ch->a_stitch = (struct desi_task_arg){ j->ctx_stitch, ch };
 		ret = sp_task_insert(j->ctx_stitch, &stitch_cl, STARPU_R, ch->hrows,
 				     STARPU_RW | STARPU_COMMUTE, j->parts[ch->isub],
 				     STARPU_CL_ARGS_NFREE, &ch->a_stitch, sizeof ch->a_stitch);
-		if (ret == 0 && j->model) {
-			struct desi_slot *sl = &j->slots[ch->slot];
-			ch->a_model = (struct desi_task_arg){ j->ctx_model, ch };
-			ret = sp_task_insert(j->ctx_model, &model_cl, STARPU_R, ch->hrows, STARPU_R,
-					     sl->hspots, STARPU_R, sl->hxc, STARPU_R, sl->hyc,
-					     STARPU_RW, j->hmodel, STARPU_CL_ARGS_NFREE, &ch->a_model,
-					     sizeof ch->a_model);
-		}
-		if (ret == 0) {
-			starpu_data_unregister_submit(ch->hrows);
-			ch->hrows = NULL;
-		}
+		if (ret == 0)
+			rows_release(ch);
 	}
 	if (ret == 0 && t == j->nsubs - 1) {
 		starpu_data_unpartition_submit(j->hframe, (unsigned)j->nsubs, j->parts,
@@ -899,6 +877,163 @@ static int stitch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const
 		j->partitioned = 0;
 	}
 	return ret;
+}
+
+/* ---- desi.model ---- */
+
+struct model_params {
+	int model;
+};
+
+/* The model file's write task: the image once every desi_model task is done. */
+struct model_write_arg {
+	sp_taskctx_t *ctx;
+	char *path;
+	const char *tmp; /* its temporary in the item's output set */
+	desi_model_t md; /* pix set by the task */
+};
+
+/* Port type "desi.model": the model image and its write task. */
+typedef struct desi_model_val {
+	sp_value_t base;
+	struct desi_job *job; /* a reference; NULL with model=false */
+	struct model_write_arg arg;
+	struct starpu_task *task; /* not detached: joined before arg is freed */
+} desi_model_val_t;
+
+static void model_write_cpu(void *buffers[], void *cl_arg)
+{
+	struct model_write_arg *a = cl_arg;
+	sp_err_t err = { 0 };
+	if (sp_status_failed(a->ctx->status))
+		return;
+	desi_model_t md = a->md;
+	md.pix = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	if (desi_model_write_into(a->tmp, a->path, &md, md.in_img, &err) != 0)
+		sp_status_set_err(a->ctx->status, &err);
+}
+
+SP_CODELET(model_write_cl, "desi_write_model", model_write_cpu, SP_NO_CUDA, NULL, NULL, 1,
+	   STARPU_R);
+
+static void model_free(sp_value_t *v)
+{
+	desi_model_val_t *m = (desi_model_val_t *)v;
+	sp_task_join(&m->task);
+	free(m->arg.path);
+	job_unref(m->job);
+	free(m);
+}
+
+/* With model=true: the image allocated and the extraction told, before any
+ * of its tiles, that its rows carry the deconvolved flux (desi_batch_t.xflux)
+ * and that this stage reads them too. */
+static int model_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		     sp_value_t **out)
+{
+	struct desi_job *j = in_job(in);
+	desi_model_val_t *m = calloc(1, sizeof *m);
+	sp_err_t err = { 0 };
+
+	if (m == NULL)
+		return SP_ENOMEM;
+	m->base.type = "desi.model";
+	m->base.free_cb = model_free;
+	*out = &m->base;
+	if (!((const struct model_params *)st->typed)->model)
+		return 0;
+	if (j->tiles_started || j->model)
+		return sp_status_set(sp_item_status(item), SP_EINVAL,
+				     "%s: stage '%s' must be one of the extraction's tiled stages, "
+				     "next to desi.stitch in the graph, and the only desi.model",
+				     j->iv->path, st->name);
+	const size_t npix = (size_t)j->iv->img.ny * (size_t)j->iv->img.nx;
+	if (starpu_malloc((void **)&j->model_img, npix * sizeof *j->model_img) != 0)
+		return sp_status_set(sp_item_status(item), SP_ENOMEM,
+				     "%s: cannot allocate the 2-D model (%zu pixels)", j->iv->path,
+				     npix);
+	memset(j->model_img, 0, npix * sizeof *j->model_img);
+	starpu_vector_data_register(&j->hmodel, STARPU_MAIN_RAM, (uintptr_t)j->model_img,
+				    (uint32_t)npix, sizeof *j->model_img);
+	j->model = 1;
+	j->rows_readers++;
+	m->job = j;
+	j->refs++;
+	m->arg.path = sp_item_param(item, st, "file");
+	j->ctx_model = sp_item_taskctx(item, st, "desi_model");
+	m->arg.ctx = sp_item_taskctx(item, st, "desi_write_model");
+	if (m->arg.path == NULL || j->ctx_model == NULL || m->arg.ctx == NULL)
+		return SP_ENOMEM;
+	if (sp_item_output(item, m->arg.path, &m->arg.tmp, &err) != 0)
+		return sp_status_set_err(sp_item_status(item), &err);
+	return 0;
+}
+
+/* Subbundle t's chunks: each chunk's spots times its deconvolved flux added
+ * into the image, in submission order (RW, not COMMUTE: the image is the
+ * same for any number of workers and any tile:); after the last, the file. */
+static int model_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
+		      sp_value_t *out, int t)
+{
+	desi_model_val_t *m = (desi_model_val_t *)out;
+	struct desi_job *j = m->job;
+	int ret = 0;
+	(void)item;
+	(void)st;
+	(void)in;
+	if (j == NULL)
+		return 0; /* model=false */
+	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
+		struct desi_chunk *ch = &j->chunks[c];
+		struct desi_slot *sl = &j->slots[ch->slot];
+		ch->a_model = (struct desi_task_arg){ j->ctx_model, ch };
+		ret = sp_task_insert(j->ctx_model, &model_cl, STARPU_R, ch->hrows, STARPU_R,
+				     sl->hspots, STARPU_R, sl->hxc, STARPU_R, sl->hyc, STARPU_RW,
+				     j->hmodel, STARPU_CL_ARGS_NFREE, &ch->a_model,
+				     sizeof ch->a_model);
+		if (ret == 0)
+			rows_release(ch);
+	}
+	if (ret != 0 || t != j->nsubs - 1)
+		return ret;
+	const desi_plan_t *pl = &j->plan;
+	m->arg.md = (desi_model_t){ .ny = j->iv->img.ny, .nx = j->iv->img.nx,
+				    .specmin = pl->specmin, .nspec = pl->nspec,
+				    .wmin = j->wave[0], .wmax = j->wave[pl->nwave - 1],
+				    .in_psf = j->psf_path, .in_img = j->iv->path };
+	return sp_task_insert_joinable(m->arg.ctx, &m->task, &model_write_cl, STARPU_R, j->hmodel,
+				       STARPU_CL_ARGS_NFREE, &m->arg, sizeof m->arg);
+}
+
+/* Only with model=true is the file planned (collisions, --skip-existing,
+ * free space) and written. */
+static int model_writes(const sp_gstage_t *st, const char *param)
+{
+	(void)param;
+	return ((const struct model_params *)st->typed)->model;
+}
+
+/* The image on disk and in memory, with model=true: float32 of the image's
+ * shape (e->size pixels, from the image stage), and its headers. */
+static int model_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
+			  sp_err_t *err)
+{
+	(void)item;
+	(void)err;
+	if (!((const struct model_params *)st->typed)->model)
+		return 0;
+	e->out_bytes += (unsigned long long)(4.0 * e->size) + 3 * 2880;
+	e->bytes += (unsigned long long)(4.0 * e->size);
+	return 0;
+}
+
+/* --skip-existing: the model file verified (desi_output_verify). */
+static int model_verify(const sp_gstage_t *st, const char *param, const char *path,
+			sp_err_t *err)
+{
+	(void)st;
+	(void)param;
+	return desi_output_verify(path, err);
 }
 
 /* ---- the kinds ---- */
@@ -1028,12 +1163,44 @@ const sp_stage_kind_t sp_desi_decorrelate_kind = {
 
 const sp_stage_kind_t sp_desi_stitch_kind = {
 	.name = "desi.stitch",
-	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written); "
-		"the 2-D model image when desi.write asks for it (model=true)",
+	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written)",
 	SP_KIND_INPUTS(stitch_inputs),
 	SP_KIND_OUTPUTS(stitch_outputs),
 	.impl = SP_IMPL_CPU,
-	.codelets = "desi_stitch desi_model",
+	.codelets = "desi_stitch",
 	.run = stitch_run,
 	.run_tile = stitch_tile,
+};
+
+static const sp_param_spec_t model_params[] = {
+	{ "model", SP_PT_BOOL, "false", 0, -1, NULL,
+	  "compute and write the 2-D model image (desispec -m/--model): float32 of the CCD's "
+	  "shape, the sum over the extracted spectra and wavelengths of spot x deconvolved flux, "
+	  "for residuals (image - model); false: nothing is computed or written",
+	  SP_AT(struct model_params, model) },
+	{ "file", SP_PT_OUTPUT, NULL, 0, -1, NULL,
+	  "the model image's FITS file (written only with model=true)", 0 },
+};
+static const sp_port_spec_t model_inputs[] = {
+	{ "rows", "desi.rows", "the patches' rows, with their deconvolved flux" },
+};
+static const sp_port_spec_t model_outputs[] = {
+	{ "model", "desi.model", "the 2-D model image" },
+};
+
+const sp_stage_kind_t sp_desi_model_kind = {
+	.name = "desi.model",
+	.help = "DESI: the 2-D model image (spots x deconvolved flux on the CCD), written beside "
+		"the frame, with model=true",
+	SP_KIND_PARAMS(model_params),
+	.params_size = sizeof(struct model_params),
+	SP_KIND_INPUTS(model_inputs),
+	SP_KIND_OUTPUTS(model_outputs),
+	.impl = SP_IMPL_CPU,
+	.codelets = "desi_model desi_write_model",
+	.run = model_run,
+	.run_tile = model_tile,
+	.estimate = model_estimate,
+	.writes = model_writes,
+	.verify = model_verify,
 };

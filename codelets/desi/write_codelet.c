@@ -1,4 +1,4 @@
-/* StarPU glue of desi.write: the frame FITS file in desispec's layout (and the 2-D model), written atomically. */
+/* StarPU glue of desi.write: the frame FITS file in desispec's layout, written atomically. */
 #include <errno.h>
 #include <libgen.h>
 #include <stdlib.h>
@@ -11,29 +11,21 @@
 
 /*
  * DESIGN: desi.write is a tiled stage, the last of the extraction's group
- * (spots, patch, decorrelate, stitch, write), although it writes one file:
- * its run() comes before any tile is submitted, which is when it can ask
- * the extraction for the 2-D model (model=true; desi_frame_model(): the
- * rows then carry the deconvolved flux and the stitch stage adds each
- * chunk's model while its bundle's spots are still in their slot).  Its
- * write task is submitted with the last tile, after every stitch task;
- * it reads the frame and, with model=true, the model image (a second
- * buffer: the codelet takes a variable number).  The model file is
- * model-<stem>.fits beside frame-<stem>.fits (model_name()); the run plans
- * it as an output of the item (sp_stage_kind_t.sibling), so it is checked
- * before any task and renamed into place with the frame, or neither.
+ * (spots, patch, decorrelate, stitch, model, write), although it writes one
+ * file: its write task is submitted with the last tile, after every stitch
+ * task, and reads the frame.  The 2-D model image is desi.model's
+ * (extract_codelet.c), which writes its own file.
  */
 
 struct desi_write_params {
 	int no_scores;
-	int model;
 };
 
 struct desi_write_arg {
 	sp_taskctx_t *ctx;
 	desi_frame_val_t *fr;
-	char *path, *model_path;
-	const char *tmp, *model_tmp; /* temporaries of the item's output set */
+	char *path;
+	const char *tmp; /* its temporary in the item's output set */
 	int scores;
 };
 
@@ -85,16 +77,6 @@ static void write_cpu(void *buffers[], void *cl_arg)
 		sp_status_set_err(a->ctx->status, &err);
 		goto out;
 	}
-	if (a->model_tmp != NULL) {
-		const desi_model_t md = { .ny = a->fr->model_ny, .nx = a->fr->model_nx,
-					  .pix = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-					  .specmin = pl->specmin, .nspec = pl->nspec,
-					  .wmin = a->fr->wave[0], .wmax = a->fr->wave[pl->nwave - 1],
-					  .in_psf = a->fr->psf_path, .in_img = a->fr->image_path };
-		if (desi_model_write_into(a->model_tmp, a->model_path, &md, a->fr->image_path,
-					  &err) != 0)
-			sp_status_set_err(a->ctx->status, &err);
-	}
 out:
 	free(flux);
 	free(ivar);
@@ -103,60 +85,14 @@ out:
 	free(mask);
 }
 
-/* The frame, and the model image with model=true: a variable number of
- * buffers, their modes given when the task is built. */
-SP_CODELET(write_cl, "desi_write", write_cpu, SP_NO_CUDA, NULL, NULL, STARPU_VARIABLE_NBUFFERS,
-	   STARPU_R);
+SP_CODELET(write_cl, "desi_write", write_cpu, SP_NO_CUDA, NULL, NULL, 1, STARPU_R);
 
 static void write_free(sp_value_t *v)
 {
 	desi_write_val_t *w = (desi_write_val_t *)v;
 	sp_task_join(&w->task);
 	free(w->arg.path);
-	free(w->arg.model_path);
 	free(w);
-}
-
-/* model-<stem>.fits beside frame-<stem>.fits: the frame's name with its
- * leading "frame-" replaced by "model-", or "model-" prepended. */
-static char *model_name(const char *frame)
-{
-	const char *slash = strrchr(frame, '/'), *base = slash != NULL ? slash + 1 : frame;
-	const size_t dir = (size_t)(base - frame);
-	if (strncmp(base, "frame-", 6) == 0)
-		base += 6;
-	char *m = malloc(dir + 6 + strlen(base) + 1);
-	if (m != NULL) {
-		memcpy(m, frame, dir);
-		memcpy(m + dir, "model-", 6);
-		strcpy(m + dir + 6, base);
-	}
-	return m;
-}
-
-/* sp_stage_kind_t.sibling: the model file beside the frame, with model=true. */
-static int write_sibling(const sp_gstage_t *st, const char *param, const char *path,
-			 char **sibling)
-{
-	*sibling = NULL;
-	if (strcmp(param, "file") != 0 || !((const struct desi_write_params *)st->typed)->model)
-		return 0;
-	*sibling = model_name(path);
-	return *sibling == NULL ? SP_ENOMEM : 0;
-}
-
-/* The model image on disk and in memory, with model=true: float32 of the
- * image's shape (e->size pixels, from the image stage), and its headers. */
-static int write_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
-			  sp_err_t *err)
-{
-	(void)item;
-	(void)err;
-	if (!((const struct desi_write_params *)st->typed)->model)
-		return 0;
-	e->out_bytes += (unsigned long long)(4.0 * e->size) + 3 * 2880;
-	e->bytes += (unsigned long long)(4.0 * e->size);
-	return 0;
 }
 
 static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
@@ -173,21 +109,16 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	w->arg.path = sp_item_param(item, st, "file");
 	w->arg.scores = !wp->no_scores;
 	w->arg.ctx = sp_item_taskctx(item, st, "desi_write");
-	if (w->arg.path == NULL || w->arg.ctx == NULL ||
-	    write_sibling(st, "file", w->arg.path, &w->arg.model_path) != 0)
+	if (w->arg.path == NULL || w->arg.ctx == NULL)
 		return SP_ENOMEM;
 	sp_err_t err = { 0 };
-	if (sp_item_output(item, w->arg.path, &w->arg.tmp, &err) != 0 ||
-	    (w->arg.model_path != NULL &&
-	     sp_item_output(item, w->arg.model_path, &w->arg.model_tmp, &err) != 0))
+	if (sp_item_output(item, w->arg.path, &w->arg.tmp, &err) != 0)
 		return sp_status_set_err(sp_item_status(item), &err);
-	if (w->arg.model_path != NULL)
-		return desi_frame_model(w->arg.fr, item, st);
 	return 0;
 }
 
 /* The write task, with the extraction's last tile: after every stitch task
- * (and model task) of the frame. */
+ * of the frame. */
 static int write_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *in,
 		      sp_value_t *out, int t)
 {
@@ -200,15 +131,11 @@ static int write_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 		return SP_TILE_END; /* alone in its group: after the extraction's tiles */
 	if (t != fr->ntiles - 1)
 		return 0;
-	if (w->arg.model_tmp != NULL)
-		return sp_task_insert_joinable(w->arg.ctx, &w->task, &write_cl, STARPU_R, fr->h,
-					       STARPU_R, fr->hmodel, STARPU_CL_ARGS_NFREE, &w->arg,
-					       sizeof w->arg);
 	return sp_task_insert_joinable(w->arg.ctx, &w->task, &write_cl, STARPU_R, fr->h,
 				       STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg);
 }
 
-/* --skip-existing: the frame and the model verified (desi_output_verify). */
+/* --skip-existing: the frame verified (desi_output_verify). */
 static int write_verify(const sp_gstage_t *st, const char *param, const char *path,
 			sp_err_t *err)
 {
@@ -222,11 +149,6 @@ static const sp_param_spec_t write_params[] = {
 	{ "no_scores", SP_PT_BOOL, "false", 0, -1, NULL,
 	  "do not write the SCORES table (desispec --no-scores)",
 	  SP_AT(struct desi_write_params, no_scores) },
-	{ "model", SP_PT_BOOL, "false", 0, -1, NULL,
-	  "also write the 2-D model image (desispec -m/--model): model-<stem>.fits beside "
-	  "frame-<stem>.fits, float32 of the CCD's shape, the sum over the extracted spectra "
-	  "and wavelengths of spot x deconvolved flux, for residuals (image - model)",
-	  SP_AT(struct desi_write_params, model) },
 };
 static const sp_port_spec_t write_inputs[] = {
 	{ "frame", "desi.frame", "the extracted frame" },
@@ -235,7 +157,7 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_desi_write_kind = {
 	.name = "desi.write",
 	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, "
-		"SCORES) and, with model=true, the 2-D model image beside it",
+		"SCORES)",
 	SP_KIND_PARAMS(write_params),
 	.params_size = sizeof(struct desi_write_params),
 	SP_KIND_INPUTS(write_inputs),
@@ -243,7 +165,5 @@ const sp_stage_kind_t sp_desi_write_kind = {
 	.codelets = "desi_write",
 	.run = write_run,
 	.run_tile = write_tile,
-	.estimate = write_estimate,
-	.sibling = write_sibling,
 	.verify = write_verify,
 };

@@ -106,21 +106,15 @@ typedef struct sp_estimate {
 	unsigned long long out_bytes;
 } sp_estimate_t;
 
-/* Output files a stage writes beside the files of its SP_PT_OUTPUT
- * parameters, each named from one of them and present or not by the
- * stage's typed parameters (desi.write's model=true: model-<stem>.fits
- * beside frame-<stem>.fits), so that the run plans them as it plans the
- * others: collisions, --skip-existing, an output that is not a regular
- * file, the output folders and their free space.  Called for each
- * non-empty expanded output `path` of the stage's parameter `param`;
- * returns 0 with *sibling a malloc'd name, or NULL when the parameters ask
- * for none; SP_ENOMEM. */
-typedef int (*sp_stage_sibling_fn)(const struct sp_gstage *stage, const char *param,
-				   const char *path, char **sibling);
+/* Whether the stage writes the file of its SP_PT_OUTPUT parameter `param`,
+ * by its typed parameters (desi.model: only with model=true), so that the
+ * run plans only the files it will write: collisions, --skip-existing, an
+ * output that is not a regular file, the output folders and their free
+ * space.  Without it, every non-empty expanded output is written. */
+typedef int (*sp_stage_writes_fn)(const struct sp_gstage *stage, const char *param);
 
 /* Checks an output file that exists, for --skip-existing: `path` is the
- * expansion of the stage's SP_PT_OUTPUT parameter `param`, or a sibling of
- * it.  Outputs appear only complete (fsutil.h), but someone may have
+ * expansion of the stage's SP_PT_OUTPUT parameter `param`.  Outputs appear only complete (fsutil.h), but someone may have
  * truncated or damaged one since: returns 0 when the file is whole (its
  * format's structure parses, its size or checksums agree), or SP_E* with
  * err naming the file and what is wrong (the item is then recomputed). */
@@ -151,7 +145,7 @@ typedef struct sp_stage_kind {
 	sp_stage_run_fn run;
 	sp_stage_tile_fn run_tile;     /* NULL: run() submits everything */
 	sp_stage_estimate_fn estimate; /* NULL: the stage's memory is negligible */
-	sp_stage_sibling_fn sibling;   /* NULL: no output beside its SP_PT_OUTPUT ones */
+	sp_stage_writes_fn writes;     /* NULL: every non-empty SP_PT_OUTPUT is written */
 	sp_stage_verify_fn verify;     /* NULL: an existing output is taken as whole */
 } sp_stage_kind_t;
 

@@ -36,9 +36,29 @@ static int push_output(char ***v, size_t *cnt, size_t *cap, char *t)
 	return 0;
 }
 
-/* The item's outputs: every SP_PT_OUTPUT parameter of every stage, expanded
- * ("" is an optional output that is not written), and the files its kind
- * writes beside them (sp_stage_kind_t.sibling). */
+/* The file of stage st's parameter p for the item (malloc'd), or NULL when
+ * the stage does not write it: not an output, an optional output left ""
+ * or one its kind's writes() declines.  0 or SP_ENOMEM. */
+static int output_file(const sp_gstage_t *st, size_t p, const char *item, size_t index,
+		       char **file)
+{
+	const sp_param_spec_t *spec = &st->kind->params[p];
+	*file = NULL;
+	if (spec->type != SP_PT_OUTPUT ||
+	    (st->kind->writes != NULL && !st->kind->writes(st, spec->name)))
+		return 0;
+	char *t = sp_graph_expand(sp_gstage_param(st, spec->name)->text, item, index);
+	if (t == NULL)
+		return SP_ENOMEM;
+	if (t[0] == '\0')
+		free(t);
+	else
+		*file = t;
+	return 0;
+}
+
+/* The item's outputs: the files of every stage's SP_PT_OUTPUT parameters
+ * that it writes, in stage and parameter order. */
 int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
 			size_t *n)
 {
@@ -46,33 +66,13 @@ int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char *
 	size_t cnt = 0, cap = 0;
 	*out = NULL;
 	*n = 0;
-	for (size_t s = 0; s < g->nstages; s++) {
-		const sp_gstage_t *st = &g->stages[s];
-		for (size_t p = 0; p < st->kind->nparams; p++) {
-			if (st->kind->params[p].type != SP_PT_OUTPUT)
-				continue;
-			char *t = sp_graph_expand(sp_gstage_param(st, st->kind->params[p].name)->text,
-						  path, index);
-			if (t == NULL)
-				goto oom;
-			if (t[0] == '\0') {
-				free(t);
-				continue;
-			}
-			char *sib = NULL;
-			if (st->kind->sibling != NULL &&
-			    st->kind->sibling(st, st->kind->params[p].name, t, &sib) != 0) {
-				free(t);
-				goto oom;
-			}
-			if (push_output(&v, &cnt, &cap, t) != 0) {
-				free(sib);
-				goto oom;
-			}
-			if (sib != NULL && push_output(&v, &cnt, &cap, sib) != 0)
+	for (size_t s = 0; s < g->nstages; s++)
+		for (size_t p = 0; p < g->stages[s].kind->nparams; p++) {
+			char *t;
+			if (output_file(&g->stages[s], p, path, index, &t) != 0 ||
+			    (t != NULL && push_output(&v, &cnt, &cap, t) != 0))
 				goto oom;
 		}
-	}
 	*out = v;
 	*n = cnt;
 	return 0;
@@ -312,23 +312,13 @@ static int verify_outputs(const sp_item_t *it, sp_err_t *err)
 	int rc = 0;
 	for (size_t s = 0; rc == 0 && s < g->nstages; s++) {
 		const sp_gstage_t *st = &g->stages[s];
-		if (st->kind->verify == NULL)
-			continue;
-		for (size_t p = 0; rc == 0 && p < st->kind->nparams; p++) {
-			const char *name = st->kind->params[p].name;
-			if (st->kind->params[p].type != SP_PT_OUTPUT)
-				continue;
-			char *t = sp_graph_expand(sp_gstage_param(st, name)->text, it->path, it->index);
-			char *sib = NULL;
-			if (t == NULL || (t[0] != '\0' && st->kind->sibling != NULL &&
-					  st->kind->sibling(st, name, t, &sib) != 0))
+		for (size_t p = 0; rc == 0 && st->kind->verify != NULL && p < st->kind->nparams; p++) {
+			char *t;
+			if (output_file(st, p, it->path, it->index, &t) != 0)
 				rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", it->path);
-			if (rc == 0 && t[0] != '\0')
-				rc = st->kind->verify(st, name, t, err);
-			if (rc == 0 && sib != NULL)
-				rc = st->kind->verify(st, name, sib, err);
+			else if (t != NULL)
+				rc = st->kind->verify(st, st->kind->params[p].name, t, err);
 			free(t);
-			free(sib);
 		}
 	}
 	return rc;
