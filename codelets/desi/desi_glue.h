@@ -55,4 +55,9 @@ typedef struct desi_frame_val {
 	struct desi_job *job; /* the extraction stages' shared job (a reference) */
 } desi_frame_val_t;
 
+/* sp_stage_kind_t.verify of the kinds that write FITS files (desi.write,
+ * desi.model), for --skip-existing: desi_output_verify(). */
+int desi_stage_verify(const sp_gstage_t *st, const char *param, const char *path,
+		      sp_err_t *err);
+
 #endif /* SP_DESI_GLUE_H */

@@ -1027,15 +1027,6 @@ static int model_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t 
 	return 0;
 }
 
-/* --skip-existing: the model file verified (desi_output_verify). */
-static int model_verify(const sp_gstage_t *st, const char *param, const char *path,
-			sp_err_t *err)
-{
-	(void)st;
-	(void)param;
-	return desi_output_verify(path, err);
-}
-
 /* ---- the kinds ---- */
 
 #define SPOT(f) SP_AT(struct spots_params, f)
@@ -1202,5 +1193,5 @@ const sp_stage_kind_t sp_desi_model_kind = {
 	.run_tile = model_tile,
 	.estimate = model_estimate,
 	.writes = model_writes,
-	.verify = model_verify,
+	.verify = desi_stage_verify,
 };

@@ -135,9 +135,8 @@ static int write_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 				       STARPU_CL_ARGS_NFREE, &w->arg, sizeof w->arg);
 }
 
-/* --skip-existing: the frame verified (desi_output_verify). */
-static int write_verify(const sp_gstage_t *st, const char *param, const char *path,
-			sp_err_t *err)
+int desi_stage_verify(const sp_gstage_t *st, const char *param, const char *path,
+		      sp_err_t *err)
 {
 	(void)st;
 	(void)param;
@@ -165,5 +164,5 @@ const sp_stage_kind_t sp_desi_write_kind = {
 	.codelets = "desi_write",
 	.run = write_run,
 	.run_tile = write_tile,
-	.verify = write_verify,
+	.verify = desi_stage_verify,
 };
