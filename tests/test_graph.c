@@ -313,6 +313,128 @@ static void test_folder_items(void **state)
 	rmdir(dir);
 }
 
+/* A stage parameter left out of `with:` takes the graph's variable of its
+ * name, before the kind's default: typed (n, x), string (label) and a
+ * required path (file), which then need no `with:` at all.  A variable no
+ * stage takes (unused) is fine; a parameter with no variable of its name
+ * (mode, big) keeps the kind's default. */
+static void test_param_from_variable(void **state)
+{
+	(void)state;
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\n"
+			     "params:\n  n: 7\n  x:\n    default: 0.125\n    help: a fraction\n"
+			     "  label: lbl\n  file: in.npy\n  unused: whatever\n"
+			     "stages:\n"
+			     "  a:\n    uses: t.src\n"
+			     "  b:\n    uses: t.map\n    in: {in: a.out}\n"
+			     "  c:\n    uses: t.sink\n    in: {in: b.out}\n",
+			     &d, &rc);
+	if (rc != 0)
+		sp_diag_print(&d, stderr);
+	assert_int_equal(rc, 0);
+	const sp_gstage_t *a = &g->stages[0], *b = &g->stages[1];
+	const struct src_params *p = a->typed;
+	assert_int_equal(p->n, 7);
+	assert_true(p->x == 0.125);
+	assert_int_equal(p->mode, 1);    /* the kind's default, b */
+	assert_int_equal(p->big, 1024);  /* the kind's default, 1K */
+	assert_string_equal(sp_gstage_param(a, "file")->text, "in.npy");
+	assert_string_equal(sp_gstage_param(a, "n")->text, "7");
+	assert_int_equal(sp_gstage_param(a, "n")->loc.line, 4); /* the variable's line */
+	assert_int_equal(sp_gstage_param(a, "mode")->loc.line, 0);
+	assert_string_equal(sp_gstage_param(b, "label")->text, "lbl");
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
+/* Precedence: `with:` (a literal or another variable) over the variable of
+ * the parameter's name, stage by stage. */
+static void test_param_with_wins(void **state)
+{
+	(void)state;
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\nparams:\n  n: 7\n  m: 5\n  file: f\n"
+			     "stages:\n"
+			     "  a:\n    uses: t.src\n    with: {n: 9}\n"
+			     "  b:\n    uses: t.src\n"
+			     "  c:\n    uses: t.src\n    with: {n: \"${m}\"}\n",
+			     &d, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(((const struct src_params *)g->stages[0].typed)->n, 9);
+	assert_int_equal(((const struct src_params *)g->stages[1].typed)->n, 7);
+	assert_int_equal(((const struct src_params *)g->stages[2].typed)->n, 5);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
+/* --set NAME=VALUE reaches every stage that takes the variable NAME, per-item
+ * builtins included where the parameter's type allows them. */
+static void test_param_set_reaches(void **state)
+{
+	(void)state;
+	const char *text = "starpipe: 1\npipeline: t\nparams:\n  n: 7\n  label: lbl\n"
+			   "stages:\n"
+			   "  a:\n    uses: t.src\n    with: {file: f}\n"
+			   "  b:\n    uses: t.map\n    in: {in: a.out}\n"
+			   "  c:\n    uses: t.map\n    in: {in: b.out}\n";
+	const sp_var_t set[] = { { "n", "11" }, { "label", "x-${stem}" } };
+	sp_diag_t d;
+	sp_graph_t *g = NULL;
+	sp_diag_init(&d, "t.yaml");
+	int rc = sp_graph_load_string("t.yaml", text, set, 2, &g, &d);
+	assert_int_equal(rc, 0);
+	assert_int_equal(((const struct src_params *)g->stages[0].typed)->n, 11);
+	assert_string_equal(sp_gstage_param(&g->stages[1], "label")->text, "x-${stem}");
+	assert_string_equal(sp_gstage_param(&g->stages[2], "label")->text, "x-${stem}");
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+	/* a bad --set value is reported at the variable, naming the stage */
+	const sp_var_t bad[] = { { "n", "0" } };
+	sp_diag_init(&d, "t.yaml");
+	rc = sp_graph_load_string("t.yaml", text, bad, 1, &g, &d);
+	assert_int_equal(rc, SP_EGRAPH);
+	assert_string_equal(first_msg(&d), "parameter 'n' of 't.src' (stage 'a', from variable 'n'): "
+					   "expected an integer in [1, 1000], got '0'");
+	assert_int_equal(d.v[0].loc.line, 4);
+	assert_int_equal(d.v[0].loc.col, 3);
+	sp_diag_free(&d);
+}
+
+/* What a stage takes from a variable is checked as any value: its type, the
+ * per-item builtins, and a variable with no value. */
+static void test_param_variable_errors(void **state)
+{
+	(void)state;
+	expect_error("starpipe: 1\npipeline: t\nparams:\n  mode: d\n"
+		     "stages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
+		     "parameter 'mode' of 't.src' (stage 'a', from variable 'mode'): "
+		     "expected one of a|b|c, got 'd'");
+	expect_error("starpipe: 1\npipeline: t\nparams:\n  n: \"${index}\"\n"
+		     "stages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
+		     "parameter 'n' of 't.src' (stage 'a', from variable 'n') cannot use the "
+		     "per-item variable '${index}' (only path and string parameters can)");
+	expect_error("starpipe: 1\npipeline: t\nparams:\n  n:\n    help: a count\n"
+		     "stages:\n  a:\n    uses: t.src\n    with: {file: f}\n",
+		     "variable 'n' is not set, and stage 'a' (t.src) takes its parameter 'n' from it "
+		     "(give it a default, pass --set n=VALUE, or set 'n' in the stage's 'with:')");
+	/* unset but overridden by with: -- the variable is not used */
+	sp_diag_t d;
+	int rc;
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\nparams:\n  n:\n"
+			     "stages:\n  a:\n    uses: t.src\n    with: {file: f, n: 2}\n",
+			     &d, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(((const struct src_params *)g->stages[0].typed)->n, 2);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+	/* the required file: neither with: nor a variable */
+	expect_error("starpipe: 1\npipeline: t\nparams:\n  n: 3\nstages:\n  a:\n    uses: t.src\n",
+		     "stage 'a' (t.src) is missing required parameter 'file'");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +447,10 @@ int main(void)
 		cmocka_unit_test(test_registry_types),
 		cmocka_unit_test(test_fuzz_seeds),
 		cmocka_unit_test(test_folder_items),
+		cmocka_unit_test(test_param_from_variable),
+		cmocka_unit_test(test_param_with_wins),
+		cmocka_unit_test(test_param_set_reaches),
+		cmocka_unit_test(test_param_variable_errors),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

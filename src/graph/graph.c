@@ -53,6 +53,7 @@ typedef struct {
 	char *name;
 	char *value; /* NULL: declared without a default and not --set */
 	int used_set;
+	sp_loc_t loc; /* its name under params: */
 } var_t;
 
 /* The loader's state. */
@@ -284,13 +285,14 @@ static void unescape(char *s)
 	*w = '\0';
 }
 
-/* Resolves the global ${var}s of scalar n.  Returns the text (malloc'd), or
- * NULL after reporting a problem.  *builtin tells whether the result still
- * holds a per-item builtin; then a literal '$' stays written `$$`, for
+/* Resolves the global ${var}s of src, a scalar of the file at loc (problems
+ * are reported there).  Returns the text (malloc'd), or NULL after
+ * reporting a problem.  *builtin tells whether the result still holds a
+ * per-item builtin; then a literal '$' stays written `$$`, for
  * sp_graph_expand(); otherwise the text is plain. */
-static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
+static char *subst_text(ctx_t *c, const char *src, sp_loc_t loc, int *builtin)
 {
-	const char *s = sval(n);
+	const char *s = src;
 	sbuf_t b = { 0 };
 	int bad = 0;
 
@@ -314,9 +316,9 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 		}
 		end = strchr(s, '}');
 		if (end == NULL) {
-			sp_diag_add(c->d, loc_of(n),
+			sp_diag_add(c->d, loc,
 				    "unterminated '${' in '%s' (write '$$' for a literal '$')",
-				    clip(c, sval(n)));
+				    clip(c, src));
 			bad = 1;
 			break;
 		}
@@ -331,7 +333,7 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 			continue;
 		}
 		if (!valid_var_name(name, len)) {
-			sp_diag_add(c->d, loc_of(n), "invalid variable reference '${%s}'",
+			sp_diag_add(c->d, loc, "invalid variable reference '${%s}'",
 				    clipn(c, name, len));
 			bad = 1;
 			continue;
@@ -347,12 +349,12 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 				for (size_t j = 0; j < SP__NBUILTINS; j++)
 					c->var_cand[c->nvars + j] = sp__graph_builtins[j];
 			}
-			unknown_name(c, loc_of(n), "unknown variable", nm, "", c->var_cand,
+			unknown_name(c, loc, "unknown variable", nm, "", c->var_cand,
 				     c->nvars + SP__NBUILTINS, "");
 			free(nm);
 			bad = 1;
 		} else if (c->vars[i].value == NULL) {
-			sp_diag_add(c->d, loc_of(n),
+			sp_diag_add(c->d, loc,
 				    "variable '%s' is not set (give it a default under params: or pass --set %s=VALUE)",
 				    clip(c, c->vars[i].name), clip(c, c->vars[i].name));
 			bad = 1;
@@ -371,6 +373,12 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 		return t;
 	}
 	return sp__sb_take(&b);
+}
+
+/* subst_text() of scalar n. */
+static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
+{
+	return subst_text(c, sval(n), loc_of(n), builtin);
 }
 
 /* The first builtin a text uses, for messages. */
@@ -392,45 +400,52 @@ static const char *first_builtin(const char *t)
 	return "item";
 }
 
-/* Checks and stores one parameter value given in the file.  `what` names
- * the parameter in messages; per_item tells whether builtins are allowed
- * at all (stage parameters) or not (runtime:). */
-static void set_param(ctx_t *c, sp_gparam_t *gp, yaml_node_t *v, const char *what,
-		      int per_item)
+/* Checks and stores one parameter value, src, written at loc (problems are
+ * reported there).  `what` names the parameter in messages; per_item tells
+ * whether builtins are allowed at all (stage parameters) or not (runtime:). */
+static void set_param_text(ctx_t *c, sp_gparam_t *gp, const char *src, sp_loc_t loc,
+			   const char *what, int per_item)
 {
 	char msg[256];
 	char *text;
 	int builtin;
 
-	if (v->type != YAML_SCALAR_NODE) {
-		sp_diag_add(c->d, loc_of(v), "%s must be a scalar, got %s", what, type_name(v));
-		return;
-	}
-	text = subst(c, v, &builtin);
+	text = subst_text(c, src, loc, &builtin);
 	if (text == NULL)
 		return;
 	if (builtin && !per_item) {
-		sp_diag_add(c->d, loc_of(v), "%s cannot use the per-item variable '${%s}'",
+		sp_diag_add(c->d, loc, "%s cannot use the per-item variable '${%s}'",
 			    what, first_builtin(text));
 		free(text);
 		return;
 	}
 	if (builtin && gp->spec->type != SP_PT_PATH && gp->spec->type != SP_PT_OUTPUT &&
 	    gp->spec->type != SP_PT_STRING) {
-		sp_diag_add(c->d, loc_of(v),
+		sp_diag_add(c->d, loc,
 			    "%s cannot use the per-item variable '${%s}' (only path and string parameters can)",
 			    what, first_builtin(text));
 		free(text);
 		return;
 	}
 	if (!builtin && sp_param_check(gp->spec, text, msg, sizeof msg) != 0) {
-		sp_diag_add(c->d, loc_of(v), "%s: %s", what, msg);
+		sp_diag_add(c->d, loc, "%s: %s", what, msg);
 		free(text);
 		return;
 	}
 	free(gp->text);
 	gp->text = text;
-	gp->loc = loc_of(v);
+	gp->loc = loc;
+}
+
+/* set_param_text() of the value v given in the file, which must be a scalar. */
+static void set_param(ctx_t *c, sp_gparam_t *gp, yaml_node_t *v, const char *what,
+		      int per_item)
+{
+	if (v->type != YAML_SCALAR_NODE) {
+		sp_diag_add(c->d, loc_of(v), "%s must be a scalar, got %s", what, type_name(v));
+		return;
+	}
+	set_param_text(c, gp, sval(v), loc_of(v), what, per_item);
 }
 
 static void fill_defaults(sp_gparam_t *gp, const sp_param_spec_t *specs, size_t n)
@@ -488,6 +503,7 @@ static void load_params(ctx_t *c, yaml_node_t *map, const sp_var_t *set, size_t 
 			}
 			var = &c->vars[c->nvars];
 			var->name = sp__xstrdup(name);
+			var->loc = loc_of(k);
 			sp__smap_add(&c->var_index, var->name, strlen(var->name), c->nvars);
 			c->nvars++;
 			if (v->type == YAML_SCALAR_NODE) {
@@ -727,7 +743,8 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	char sname[SP__NAME_MAX + 4];
 	yaml_node_t *body = ts->val, *uses, *with, *where;
 	const sp_stage_kind_t *kind;
-	char buf[160], what[192];
+	char buf[160], what[SP__NAME_MAX + 256], ref[128];
+	unsigned char *given; /* by parameter: set by `with:` or a variable */
 	const char *sn = sp__diag_clip(sname, st->name);
 
 	if (body->type != YAML_MAPPING_NODE) {
@@ -808,6 +825,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 			    sn, type_name(with));
 		with = NULL;
 	}
+	given = sp__xcalloc(kind->nparams + 1, 1);
 	if (with != NULL && with->type == YAML_MAPPING_NODE) {
 		const char **names = sp__xcalloc(kind->nparams, sizeof *names);
 
@@ -831,20 +849,46 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 					     kind->nparams != 0 ? "" : none);
 				continue;
 			}
+			given[i] = 1;
 			snprintf(what, sizeof what, "parameter '%s' of '%s'", names[i], kind->name);
 			set_param(c, &st->params[i], node(c, p->value), what, 1);
 		}
 		free(names);
 	}
+	/* A parameter that `with:` leaves out takes the graph's variable of the
+	 * same name, as if the stage said `NAME: "${NAME}"`, before the kind's
+	 * default: a pipeline's knobs are declared once, under params:, and
+	 * --set reaches the stages without a line per parameter to forward
+	 * them.  An unset variable is then an error, as any use of one. */
 	for (size_t i = 0; i < kind->nparams; i++) {
-		int given = with != NULL && with->type == YAML_MAPPING_NODE &&
-			    map_get(c, with, kind->params[i].name) != NULL;
+		const char *pn = kind->params[i].name;
+		size_t v;
 
-		if (kind->params[i].def == NULL && !given)
+		if (given[i])
+			continue;
+		v = sp__smap_get(&c->var_index, pn, strlen(pn));
+		if (v == SIZE_MAX)
+			continue;
+		given[i] = 1;
+		if (c->vars[v].value == NULL) {
+			sp_diag_add(c->d, c->vars[v].loc,
+				    "variable '%s' is not set, and stage '%s' (%s) takes its parameter '%s' from it "
+				    "(give it a default, pass --set %s=VALUE, or set '%s' in the stage's 'with:')",
+				    pn, sn, kind->name, pn, pn, pn);
+			continue;
+		}
+		assert(strlen(pn) + 4 <= sizeof ref); /* kinds' names are short */
+		snprintf(ref, sizeof ref, "${%s}", pn);
+		snprintf(what, sizeof what, "parameter '%s' of '%s' (stage '%s', from variable '%s')",
+			 pn, kind->name, sn, pn);
+		set_param_text(c, &st->params[i], ref, c->vars[v].loc, what, 1);
+	}
+	for (size_t i = 0; i < kind->nparams; i++)
+		if (kind->params[i].def == NULL && !given[i])
 			sp_diag_add(c->d, st->loc,
 				    "stage '%s' (%s) is missing required parameter '%s'",
 				    sn, kind->name, kind->params[i].name);
-	}
+	free(given);
 }
 
 /* The stage's `in:` connections.  names indexes the stages by name; *cand

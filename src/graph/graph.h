@@ -15,7 +15,9 @@
  * references are resolved against the graph's `params:` defaults and the
  * command line's --set values at load time; the per-item builtins ${item},
  * ${stem} and ${index} stay in the text and are expanded per work item by
- * sp_graph_expand().
+ * sp_graph_expand().  A stage parameter that `with:` leaves out is
+ * `${NAME}` when `params:` declares a variable of its name NAME, and the
+ * kind's default otherwise (doc/graph-format.md).
  */
 
 typedef struct sp_loc {
