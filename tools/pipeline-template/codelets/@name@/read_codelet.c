@@ -125,12 +125,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (v == NULL)
 		return SP_ENOMEM;
 	*out = &v->base;
-	sp_taskctx_submitting(a->ctx);
-	int ret = starpu_task_insert(&read_cl, STARPU_W, v->h, STARPU_CL_ARGS_NFREE, a, sizeof *a,
-				     SP_TASK_ARGS(a->ctx), 0);
-	if (ret != 0)
-		return sp_status_set(status, SP_ESTARPU, "%s: task submission failed (%d)", a->path, ret);
-	return 0;
+	return sp_task_insert(a->ctx, &read_cl, STARPU_W, v->h, STARPU_CL_ARGS_NFREE, a, sizeof *a);
 }
 
 static const sp_param_spec_t read_params[] = {

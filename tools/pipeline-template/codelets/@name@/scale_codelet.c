@@ -60,13 +60,8 @@ static int scale_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	if (y == NULL)
 		return SP_ENOMEM;
 	*out = &y->base;
-	sp_taskctx_submitting(a->ctx);
-	int ret = starpu_task_insert(&scale_cl, STARPU_R, x->h, STARPU_W, y->h,
-				     STARPU_CL_ARGS_NFREE, a, sizeof *a, SP_TASK_ARGS(a->ctx), 0);
-	if (ret != 0)
-		return sp_status_set(sp_item_status(item), SP_ESTARPU,
-				     "stage '%s': task submission failed (%d)", st->name, ret);
-	return 0;
+	return sp_task_insert(a->ctx, &scale_cl, STARPU_R, x->h, STARPU_W, y->h,
+			      STARPU_CL_ARGS_NFREE, a, sizeof *a);
 }
 
 static const sp_param_spec_t scale_params[] = {

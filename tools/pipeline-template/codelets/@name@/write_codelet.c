@@ -72,17 +72,8 @@ static int write_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	if (sp_item_output(item, a->path, &a->tmp, &err) != 0)
 		return sp_status_set_err(sp_item_status(item), &err);
-	struct starpu_task *task = starpu_task_build(&write_cl, STARPU_R, y->h,
-						     STARPU_CL_ARGS_NFREE, a, sizeof *a,
-						     SP_TASK_ARGS(a->ctx), 0);
-	if (task == NULL)
-		return SP_ENOMEM;
-	int ret = sp_task_submit_joinable(task, a->ctx);
-	if (ret != 0)
-		return sp_status_set(sp_item_status(item), SP_ESTARPU, "%s: task submission failed (%d)",
-				     a->path, ret);
-	w->task = task;
-	return 0;
+	return sp_task_insert_joinable(a->ctx, &w->task, &write_cl, STARPU_R, y->h,
+				       STARPU_CL_ARGS_NFREE, a, sizeof *a);
 }
 
 /* --skip-existing: an existing output is whole when its NPY header parses
