@@ -239,19 +239,27 @@ static int written(int status, int rc, const sp_err_t *err)
 	return status == 0 ? EXIT_ITEMS_FAILED : status;
 }
 
-/* What the run writes besides its outputs (rank 0 speaks for an MPI
- * batch): the summary, --report, --trace, --figures, --tasks. */
+/* What the run writes besides its outputs: the summary, --report,
+ * --trace, --figures, --tasks.  Rank 0 speaks for an MPI batch: its
+ * summary and report count the batch's items, workers and tasks, gathered
+ * from every rank (rank 0's own figures only if gathering them ran out of
+ * memory); --figures and --tasks stay rank 0's. */
 static int write_reports(const struct cli *c, const sp_graph_t *g, const sp_run_result_t *res,
 			 int status)
 {
 	sp_err_t err = { 0 };
+	sp_runtime_batch_t batch = { .items = res->nok + res->nfailed + res->nskipped + res->ncancelled,
+				     .ranks = sp_cluster_size(), .stage_lines = res->stage_lines,
+				     .worker_lines = res->worker_lines };
+	const sp_runtime_batch_t *bp = batch.stage_lines != NULL && batch.worker_lines != NULL
+					       ? &batch : NULL;
 	if (sp_cluster_rank() != 0)
 		return status;
 	if (!c->quiet)
-		sp_runtime_print_report(g->pipeline);
+		sp_runtime_print_report(g->pipeline, bp);
 	if (c->report != NULL)
 		status = written(status, sp_runtime_write_report(c->report, g->pipeline, res->items_json,
-								 res->stage_lines, res->cluster_json, &err), &err);
+								 bp, res->cluster_json, &err), &err);
 	if (c->trace != NULL)
 		status = written(status, sp_runtime_write_trace(c->trace, res->trace_events,
 								res->ntrace_events, &err), &err);
@@ -288,9 +296,15 @@ static int run_batch(const struct cli *c, const sp_graph_t *g, const struct item
 		sp_runtime_shutdown();
 		return EXIT_USAGE;
 	}
-	/* the counts are the batch's on every rank, so every rank exits alike */
 	int status = batch_status(c, ret, g, &res, it->n);
 	status = write_reports(c, g, &res, status);
+	/* Under MPI, rank 0's status is the job's: failed items (and a journal
+	 * or report that could not be written) are the batch's, said by rank
+	 * 0, which exits 1; the other ranks exit 0, so that the launcher
+	 * reports one failed rank, not every rank (doc/cluster.md).  A signal
+	 * stopped every rank: each exits with its status. */
+	if (status == EXIT_ITEMS_FAILED && sp_cluster_rank() != 0)
+		status = 0;
 	sp_run_result_free(&res);
 	sp_runtime_shutdown();
 	return status;

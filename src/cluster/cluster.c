@@ -150,6 +150,11 @@ void sp_cluster_finalize(void)
 #ifdef SP_HAVE_MPI
 	if (cl.started) {
 		cl.started = 0;
+		/* Every rank is done before any exits: rank 0 exits with the
+		 * batch's status, and a launcher may end the ranks still running
+		 * when one exits non-zero (Open MPI's mpirun does; srun with
+		 * --kill-on-bad-exit).  MPI_Finalize need not synchronize. */
+		MPI_Barrier(MPI_COMM_WORLD);
 		MPI_Finalize();
 	}
 #endif

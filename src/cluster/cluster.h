@@ -19,7 +19,8 @@ int sp_cluster_init(int *argc, char ***argv, sp_err_t *err);
 /* "cluster mode: Open MPI 4.1.4 (mpirun/srun)" or "cluster mode: none
  * (built without MPI; --shard splits batches)". */
 const char *sp_cluster_describe(void);
-/* MPI_Finalize when sp_cluster_init started MPI; safe to call twice. */
+/* MPI_Finalize when sp_cluster_init started MPI, after a barrier (every rank
+ * calls it); safe to call twice. */
 void sp_cluster_finalize(void);
 /* Ends every rank of an MPI job with this exit code (MPI_Abort), when this
  * rank cannot go on and the others would wait for it; nothing otherwise. */

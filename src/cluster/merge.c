@@ -1,5 +1,5 @@
-/* An MPI batch's results on rank 0: items, counts, per-stage figures and
- * traces of every rank gathered, and the ranks' journal parts merged. */
+/* An MPI batch's results on rank 0: items, counts, per-stage and per-worker
+ * figures and traces of every rank gathered, and the ranks' journal parts merged. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -12,11 +12,27 @@
 #include "cluster.h"
 #include "runtime.h"
 
+/* The ranks' texts end to end (malloc'd; NULL on ENOMEM). */
+static char *concat(char **parts, int n)
+{
+	size_t len = 1;
+	for (int r = 0; r < n; r++)
+		len += strlen(parts[r]);
+	char *out = malloc(len);
+	if (out != NULL) {
+		out[0] = '\0';
+		for (int r = 0; r < n; r++)
+			strcat(out, parts[r]);
+	}
+	return out;
+}
+
 /* Rank 0's view of a batch over MPI ranks: every item's final state (each
  * item was handled by one rank; the others still have it pending), the
- * counts, one items_detail array, per-stage figures of every rank and the
+ * counts, one items_detail array, per-stage and per-worker figures of every
+ * rank (for a summary and a report that speak for the batch) and the
  * "cluster" object of the report.  Every rank calls it (collectives); the
- * counts are the batch's on every rank, so every rank exits alike. */
+ * counts are the batch's on every rank. */
 int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 {
 	size_t n = b->nitems;
@@ -25,8 +41,10 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	double *sec = calloc(n ? n : 1, sizeof *sec);
 	double *t0 = calloc(2 * (size_t)nr, sizeof *t0), *rtt = t0 + nr;
 	char *mine = sp__items_json(b, 1), *lines = sp_runtime_stage_lines();
-	char **parts = NULL, **stages = NULL, **hosts = NULL;
-	if (st == NULL || sec == NULL || t0 == NULL || mine == NULL || lines == NULL) {
+	char *wlines = sp_runtime_worker_lines(me);
+	char **parts = NULL, **stages = NULL, **workers = NULL, **hosts = NULL;
+	if (st == NULL || sec == NULL || t0 == NULL || mine == NULL || lines == NULL ||
+	    wlines == NULL) {
 		/* the collectives must still happen on every rank: MPI has no
 		 * way to leave some out, so running out of memory here ends the job */
 		fprintf(stderr, "starpipe: rank %d: out of memory merging the batch\n", me);
@@ -45,6 +63,7 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	sp_cluster_allmax_double(t0, 2 * (size_t)nr);
 	int rc = sp_cluster_gather_str(mine, &parts);
 	rc |= sp_cluster_gather_str(lines, &stages);
+	rc |= sp_cluster_gather_str(wlines, &workers);
 	rc |= sp_cluster_gather_str(sp_cluster_host(), &hosts);
 	if (b->opts->trace) {
 		char label[320];
@@ -63,15 +82,8 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	}
 	if (me == 0 && rc == 0) {
 		sp_json_t *j = sp_json_new();
-		size_t tl = 1;
-		for (int r = 0; r < nr; r++)
-			tl += strlen(stages[r]);
-		res->stage_lines = malloc(tl);
-		if (res->stage_lines != NULL) {
-			res->stage_lines[0] = '\0';
-			for (int r = 0; r < nr; r++)
-				strcat(res->stage_lines, stages[r]);
-		}
+		res->stage_lines = concat(stages, nr);
+		res->worker_lines = concat(workers, nr);
 		/* items_detail: the ranks' items, then those no rank started */
 		sp_json_begin_array(j);
 		for (int r = 0; r < nr; r++)
@@ -137,9 +149,11 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	}
 	sp__free_strs(parts, me == 0 ? nr : 0);
 	sp__free_strs(stages, me == 0 ? nr : 0);
+	sp__free_strs(workers, me == 0 ? nr : 0);
 	sp__free_strs(hosts, me == 0 ? nr : 0);
 	free(mine);
 	free(lines);
+	free(wlines);
 	free(st);
 	free(sec);
 	free(t0);

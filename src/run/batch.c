@@ -438,7 +438,7 @@ static void batch_collect(struct sp_batch *b, sp_run_result_t *res)
 		if (b->opts->journal != NULL && sp_cluster_rank() == 0 &&
 		    sp__cluster_merge_journals(b->opts->journal, sp_cluster_size()) != 0)
 			res->journal_failed = 1;
-		/* every rank exits with the batch's status */
+		/* a part not written, on any rank, fails the batch: rank 0 exits 1 */
 		sp_cluster_allmax_int(&res->journal_failed, 1);
 		return;
 	}

@@ -63,13 +63,147 @@ static unsigned long long bytes_moved(sp_json_t *j)
 	return bytes_moved_cache;
 }
 
-void sp_runtime_print_report(const char *pipeline)
+/* A (stage, kernel)'s figures summed over the ranks' stage lines. */
+struct stage_sum {
+	char stage[128], kernel[128];
+	unsigned long long n[2]; /* tasks: [0] CPU, [1] CUDA */
+	double busy_us[2];
+};
+
+/* Sums sp_runtime_stage_lines() texts (ranks) per (stage, kernel), in the
+ * order they first appear (rank 0's order first); a malformed line is
+ * ignored.  Returns a malloc'd array of *n entries (NULL when empty, or
+ * out of memory: then the entries summed so far). */
+static struct stage_sum *sum_stages(const char *lines, size_t *n)
+{
+	struct stage_sum *m = NULL;
+	size_t nm = 0, cap = 0;
+	const char *l = lines;
+	while (l != NULL && *l != '\0') {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl != NULL ? (size_t)(nl - l) : strlen(l);
+		char buf[512];
+		struct stage_sum r = { 0 };
+		if (len < sizeof buf) {
+			memcpy(buf, l, len);
+			buf[len] = '\0';
+			if (sscanf(buf, "%127[^\t]\t%127[^\t]\t%llu\t%llu\t%lf\t%lf", r.stage, r.kernel,
+				   &r.n[0], &r.n[1], &r.busy_us[0], &r.busy_us[1]) == 6) {
+				size_t i;
+				for (i = 0; i < nm; i++)
+					if (strcmp(m[i].stage, r.stage) == 0 && strcmp(m[i].kernel, r.kernel) == 0)
+						break;
+				if (i == nm && nm == cap) {
+					size_t c = cap ? 2 * cap : 16;
+					struct stage_sum *t = realloc(m, c * sizeof *t);
+					if (t == NULL)
+						break;
+					m = t;
+					cap = c;
+				}
+				if (i == nm)
+					m[nm++] = r;
+				else
+					for (int k = 0; k < 2; k++) {
+						m[i].n[k] += r.n[k];
+						m[i].busy_us[k] += r.busy_us[k];
+					}
+			}
+		}
+		l = nl != NULL ? nl + 1 : NULL;
+	}
+	*n = nm;
+	return m;
+}
+
+/* One line of sp_runtime_worker_lines(). */
+struct worker_line {
+	int rank;
+	char name[64], type[8];
+	unsigned long long tasks;
+	double busy_us;
+};
+
+/* Reads the line at *l into w and moves *l to the next; 0 at the end.  A
+ * malformed line reads as rank -1 (counted nowhere). */
+static int next_worker(const char **l, struct worker_line *w)
+{
+	if (*l == NULL || **l == '\0')
+		return 0;
+	const char *nl = strchr(*l, '\n');
+	size_t len = nl != NULL ? (size_t)(nl - *l) : strlen(*l);
+	char buf[256];
+	memset(w, 0, sizeof *w);
+	w->rank = -1;
+	if (len < sizeof buf) {
+		memcpy(buf, *l, len);
+		buf[len] = '\0';
+		if (sscanf(buf, "%d\t%63[^\t]\t%7[^\t]\t%llu\t%lf", &w->rank, w->name, w->type,
+			   &w->tasks, &w->busy_us) != 5)
+			w->rank = -1;
+	}
+	*l = nl != NULL ? nl + 1 : NULL;
+	return 1;
+}
+
+/* The batch's CPU and CUDA workers, counted over its ranks' worker lines
+ * (rank: one rank's only, or -1 for all). */
+static void count_workers(const char *lines, int rank, unsigned n[2], unsigned long long *tasks,
+			  double *busy_us)
+{
+	struct worker_line w;
+	n[0] = n[1] = 0;
+	*tasks = 0;
+	*busy_us = 0;
+	for (const char *l = lines; next_worker(&l, &w);)
+		if (w.rank >= 0 && (rank < 0 || w.rank == rank)) {
+			n[strcmp(w.type, "CUDA") == 0]++;
+			*tasks += w.tasks;
+			*busy_us += w.busy_us;
+		}
+}
+
+/* The summary of a batch over MPI ranks: its items, the ranks' workers and
+ * tasks per stage summed, a line per rank (a line per worker would be
+ * thousands on a cluster).  The wall time is rank 0's: it handed every
+ * item out and prints this once every rank has ended, so it spans the
+ * batch. */
+static void print_batch_report(const char *pipeline, const sp_runtime_batch_t *batch, double wall)
+{
+	size_t ns = 0;
+	struct stage_sum *s = sum_stages(batch->stage_lines, &ns);
+	unsigned n[2];
+	unsigned long long tasks;
+	double busy;
+	count_workers(batch->worker_lines, -1, n, &tasks, &busy);
+	fprintf(stderr, "[starpipe] %s: %zu item(s) in %.3f s, scheduler %s, %d ranks: %u CPU + %u CUDA workers\n",
+		pipeline, batch->items, wall, sp__rt.sched, batch->ranks, n[0], n[1]);
+	fprintf(stderr, "[starpipe] %-20s %-18s %10s %10s %12s %12s\n", "stage", "kernel", "CPU tasks",
+		"CUDA tasks", "CPU s", "CUDA s");
+	for (size_t i = 0; i < ns; i++)
+		fprintf(stderr, "[starpipe] %-20s %-18s %10llu %10llu %12.3f %12.3f\n", s[i].stage,
+			s[i].kernel, s[i].n[0], s[i].n[1], s[i].busy_us[0] * 1e-6, s[i].busy_us[1] * 1e-6);
+	free(s);
+	for (int r = 0; r < batch->ranks; r++) {
+		count_workers(batch->worker_lines, r, n, &tasks, &busy);
+		double slots = wall * (n[0] + n[1]); /* the rank's worker-seconds */
+		fprintf(stderr, "[starpipe] rank %-4d %u CPU + %u CUDA workers, busy %5.1f%%  %llu tasks\n",
+			r, n[0], n[1], slots > 0 ? 100.0 * busy * 1e-6 / slots : 0.0, tasks);
+	}
+	fprintf(stderr, "[starpipe] bytes moved between memory nodes (rank 0): %llu\n", bytes_moved(NULL));
+}
+
+void sp_runtime_print_report(const char *pipeline, const sp_runtime_batch_t *batch)
 {
 	double wall = sp__now_s() - sp__rt.t0;
 	unsigned nw = starpu_worker_get_count();
 	char name[64];
 
 	sp__progress_stop();
+	if (batch != NULL) {
+		print_batch_report(pipeline, batch, wall);
+		return;
+	}
 	fprintf(stderr, "[starpipe] %s: %zu item(s) in %.3f s, scheduler %s, %u CPU + %u CUDA workers\n",
 		pipeline, atomic_load(&sp__rt.items_done), wall, sp__rt.sched, sp_runtime_ncpu_workers(),
 		sp_runtime_ncuda_workers());
@@ -110,88 +244,81 @@ char *sp_runtime_stage_lines(void)
 	return out;
 }
 
-/* Per-stage figures summed over sp_runtime_stage_lines() texts (ranks),
- * into the report's "stages" array; a malformed line is ignored. */
-static void merged_stages(sp_json_t *j, const char *lines)
+char *sp_runtime_worker_lines(int rank)
 {
-	struct ms { char stage[128], kernel[128]; unsigned long long n[2]; double busy[2]; } *m = NULL;
-	size_t nm = 0, cap = 0;
-	const char *l = lines;
-	while (l != NULL && *l != '\0') {
-		const char *nl = strchr(l, '\n');
-		size_t len = nl != NULL ? (size_t)(nl - l) : strlen(l);
-		char buf[512];
-		struct ms r = { 0 };
-		if (len < sizeof buf) {
-			memcpy(buf, l, len);
-			buf[len] = '\0';
-			if (sscanf(buf, "%127[^\t]\t%127[^\t]\t%llu\t%llu\t%lf\t%lf", r.stage, r.kernel,
-				   &r.n[0], &r.n[1], &r.busy[0], &r.busy[1]) == 6) {
-				size_t i;
-				for (i = 0; i < nm; i++)
-					if (strcmp(m[i].stage, r.stage) == 0 && strcmp(m[i].kernel, r.kernel) == 0)
-						break;
-				if (i == nm && nm == cap) {
-					size_t c = cap ? 2 * cap : 16;
-					struct ms *t = realloc(m, c * sizeof *t);
-					if (t == NULL)
-						break;
-					m = t;
-					cap = c;
-				}
-				if (i == nm)
-					m[nm++] = r;
-				else
-					for (int k = 0; k < 2; k++) {
-						m[i].n[k] += r.n[k];
-						m[i].busy[k] += r.busy[k];
-					}
-			}
-		}
-		l = nl != NULL ? nl + 1 : NULL;
-	}
-	for (size_t i = 0; i < nm; i++) {
-		sp_json_begin_object(j);
-		sp_json_kv_str(j, "stage", m[i].stage);
-		sp_json_kv_str(j, "kernel", m[i].kernel);
-		sp_json_kv_int(j, "cpu_tasks", (long long)m[i].n[0]);
-		sp_json_kv_int(j, "cuda_tasks", (long long)m[i].n[1]);
-		sp_json_kv_num(j, "cpu_busy_s", m[i].busy[0] * 1e-6);
-		sp_json_kv_num(j, "cuda_busy_s", m[i].busy[1] * 1e-6);
-		sp_json_end_object(j);
-	}
-	free(m);
-}
-
-int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
-			    const char *stage_lines, const char *cluster_json, sp_err_t *err)
-{
-	double wall = sp__now_s() - sp__rt.t0;
 	unsigned nw = starpu_worker_get_count();
 	char name[64];
-	sp_json_t *j = sp_json_new();
-	if (j == NULL)
-		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	char *out = malloc(1 + (size_t)nw * (sizeof name + 4 * 32)), *p = out;
+	if (out == NULL)
+		return NULL;
+	*p = '\0';
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (unsigned w = 0; w < nw; w++) {
+		starpu_worker_get_name((int)w, name, sizeof name);
+		p += sprintf(p, "%d\t%s\t%s\t%llu\t%.17g\n", rank, name, worker_kind((int)w),
+			     sp__rt.worker_ntasks[w], sp__rt.worker_busy_us[w]);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	return out;
+}
 
-	sp_json_begin_object(j);
-	sp_json_kv_str(j, "pipeline", pipeline);
-	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
-	sp_json_kv_num(j, "wall_s", wall);
-	sp_json_kv_str(j, "scheduler", sp__rt.sched);
-	sp_json_kv_int(j, "cores", sp__rt.cores);
-	sp_json_kv_int(j, "starpu_maxcpus", STARPU_MAXCPUS);
-	sp_json_kv_int(j, "cpu_workers", sp_runtime_ncpu_workers());
-	sp_json_kv_int(j, "cuda_workers", sp_runtime_ncuda_workers());
-	if (sp__rt.cap_note[0] != '\0')
-		sp_json_kv_str(j, "cpu_cap_warning", sp__rt.cap_note);
+/* The report's stages, tasks and workers for a batch over MPI ranks: summed
+ * over the ranks, every rank's workers listed with their rank. */
+static void write_batch_figures(sp_json_t *j, const sp_runtime_batch_t *batch, double wall)
+{
+	size_t ns = 0;
+	struct stage_sum *s = sum_stages(batch->stage_lines, &ns);
+	unsigned long long tasks = 0;
+	for (size_t i = 0; i < ns; i++)
+		tasks += s[i].n[0] + s[i].n[1];
+	sp_json_kv_int(j, "items", (long long)batch->items);
+	sp_json_kv_int(j, "tasks", (long long)tasks);
+	sp_json_key(j, "stages");
+	sp_json_begin_array(j);
+	for (size_t i = 0; i < ns; i++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", s[i].stage);
+		sp_json_kv_str(j, "kernel", s[i].kernel);
+		sp_json_kv_int(j, "cpu_tasks", (long long)s[i].n[0]);
+		sp_json_kv_int(j, "cuda_tasks", (long long)s[i].n[1]);
+		sp_json_kv_num(j, "cpu_busy_s", s[i].busy_us[0] * 1e-6);
+		sp_json_kv_num(j, "cuda_busy_s", s[i].busy_us[1] * 1e-6);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+	free(s);
+	sp_json_key(j, "workers");
+	sp_json_begin_array(j);
+	struct worker_line w;
+	int id = 0, prev = -1;
+	for (const char *l = batch->worker_lines; next_worker(&l, &w);) {
+		if (w.rank < 0)
+			continue;
+		id = w.rank == prev ? id + 1 : 0; /* a rank's lines are together, in worker order */
+		prev = w.rank;
+		sp_json_begin_object(j);
+		sp_json_kv_int(j, "rank", w.rank);
+		sp_json_kv_int(j, "id", id);
+		sp_json_kv_str(j, "name", w.name);
+		sp_json_kv_str(j, "type", w.type);
+		sp_json_kv_int(j, "tasks", (long long)w.tasks);
+		sp_json_kv_num(j, "busy_fraction", wall > 0 ? w.busy_us * 1e-6 / wall : 0.0);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
+}
+
+/* The report's items, tasks, stages and workers: this process's own. */
+static void write_own_figures(sp_json_t *j, double wall)
+{
+	unsigned nw = starpu_worker_get_count();
+	char name[64];
 	sp_json_kv_int(j, "items", (long long)atomic_load(&sp__rt.items_done));
 	sp_json_kv_int(j, "tasks", (long long)atomic_load(&sp__rt.done));
 	sp_json_key(j, "stages");
 	sp_json_begin_array(j);
-	if (stage_lines != NULL)
-		merged_stages(j, stage_lines);
 	starpu_pthread_mutex_lock(&sp__rt.lock);
-	for (size_t i = 0; stage_lines == NULL && i < sp__rt.nk; i++) {
+	for (size_t i = 0; i < sp__rt.nk; i++) {
 		sp_json_begin_object(j);
 		sp_json_kv_str(j, "stage", sp__rt.k[i].stage);
 		sp_json_kv_str(j, "kernel", sp__rt.k[i].kernel);
@@ -216,6 +343,36 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	}
 	sp_json_end_array(j);
 	starpu_pthread_mutex_unlock(&sp__rt.lock);
+}
+
+int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
+			    const sp_runtime_batch_t *batch, const char *cluster_json, sp_err_t *err)
+{
+	double wall = sp__now_s() - sp__rt.t0; /* under MPI, the batch's: see print_batch_report */
+	unsigned n[2] = { sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers() };
+	unsigned long long tasks;
+	double busy;
+	sp_json_t *j = sp_json_new();
+	if (j == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	if (batch != NULL)
+		count_workers(batch->worker_lines, -1, n, &tasks, &busy);
+
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "pipeline", pipeline);
+	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
+	sp_json_kv_num(j, "wall_s", wall);
+	sp_json_kv_str(j, "scheduler", sp__rt.sched);
+	sp_json_kv_int(j, "cores", sp__rt.cores);
+	sp_json_kv_int(j, "starpu_maxcpus", STARPU_MAXCPUS);
+	sp_json_kv_int(j, "cpu_workers", n[0]);
+	sp_json_kv_int(j, "cuda_workers", n[1]);
+	if (sp__rt.cap_note[0] != '\0')
+		sp_json_kv_str(j, "cpu_cap_warning", sp__rt.cap_note);
+	if (batch != NULL)
+		write_batch_figures(j, batch, wall);
+	else
+		write_own_figures(j, wall);
 	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
 	if (cluster_json != NULL) {
 		sp_json_key(j, "cluster");

@@ -70,9 +70,10 @@ void sp_run_result_free(sp_run_result_t *res)
 {
 	free(res->items_json);
 	free(res->stage_lines);
+	free(res->worker_lines);
 	free(res->cluster_json);
 	sp__free_strs(res->trace_events, (int)res->ntrace_events);
-	res->items_json = res->stage_lines = res->cluster_json = NULL;
+	res->items_json = res->stage_lines = res->worker_lines = res->cluster_json = NULL;
 	res->trace_events = NULL;
 	res->ntrace_events = 0;
 }

@@ -28,10 +28,11 @@ typedef struct sp_run_result {
 	int journal_failed; /* a journal line could not be written (said on stderr): exit 1 */
 	char *items_json; /* JSON array of per-item figures; caller frees */
 	/* An MPI batch (rank 0; NULL elsewhere and in one process): the ranks'
-	 * per-stage lines (sp_runtime_stage_lines), the report's "cluster"
-	 * object, and every rank's trace events (ntrace_events arrays).
-	 * sp_run_result_free() frees them and items_json. */
-	char *stage_lines, *cluster_json;
+	 * per-stage and per-worker lines (sp_runtime_stage_lines,
+	 * sp_runtime_worker_lines), the report's "cluster" object, and every
+	 * rank's trace events (ntrace_events arrays).  sp_run_result_free()
+	 * frees them and items_json. */
+	char *stage_lines, *worker_lines, *cluster_json;
 	char **trace_events;
 	size_t ntrace_events;
 	sp_err_t err;     /* why the batch was refused, when sp_run returns SP_EINVAL */

@@ -73,19 +73,32 @@ void sp__runtime_task_submitted(void);
 void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 			   double start_us, double end_us);
 
+/* A batch run by several processes (MPI ranks), its figures gathered on
+ * rank 0 (src/cluster/merge.c), so that the summary and the report speak
+ * for the batch, not for rank 0 alone.  The reports take NULL for this
+ * process's own figures (one process). */
+typedef struct sp_runtime_batch {
+	size_t items;             /* handled by any rank: ok, failed, skipped or cancelled */
+	int ranks;
+	const char *stage_lines;  /* every rank's sp_runtime_stage_lines(), concatenated */
+	const char *worker_lines; /* every rank's sp_runtime_worker_lines(), concatenated */
+} sp_runtime_batch_t;
+
 /* Writes the run report as JSON (items_json: a JSON array text of per-item
- * figures, or NULL).  Returns 0 or SP_EIO. */
+ * figures, or NULL; batch: see above; cluster_json is written as-is under
+ * "cluster").  Returns 0 or SP_EIO. */
 int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
-			    const char *stage_lines, const char *cluster_json, sp_err_t *err);
+			    const sp_runtime_batch_t *batch, const char *cluster_json, sp_err_t *err);
 /* This process's per-stage figures as text, one line per (stage, kernel):
  * "STAGE\tKERNEL\tCPU_TASKS\tCUDA_TASKS\tCPU_BUSY_US\tCUDA_BUSY_US\n"
- * (malloc'd; NULL on ENOMEM).  A report given the concatenated lines of
- * several ranks (stage_lines) sums them; cluster_json is written as-is under
- * "cluster". */
+ * (malloc'd; NULL on ENOMEM).  The reports sum the lines of several ranks. */
 char *sp_runtime_stage_lines(void);
+/* This process's workers as text, one line each, rank being this process's:
+ * "RANK\tNAME\tCPU|CUDA\tTASKS\tBUSY_US\n" (malloc'd; NULL on ENOMEM). */
+char *sp_runtime_worker_lines(int rank);
 
-/* Prints the human-readable report to stderr. */
-void sp_runtime_print_report(const char *pipeline);
+/* Prints the human-readable report to stderr (batch: as for the JSON report). */
+void sp_runtime_print_report(const char *pipeline, const sp_runtime_batch_t *batch);
 
 /* Writes the run's figures for starpipe tune, one "NAME<TAB>VALUE" line
  * each (the names are in doc/tuning.md): configuration, makespan (first
