@@ -30,81 +30,7 @@
 #include "stage.h"
 #include "runtime_int.h"
 
-struct sp__runtime sp__rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,
-			     .plock = STARPU_PTHREAD_MUTEX_INITIALIZER,
-			     .pcond = STARPU_PTHREAD_COND_INITIALIZER };
 
-
-/* The per-user default folder of performance models into buf; returns 1
- * when it is the fallback under $TMPDIR (or /tmp), whose parent
- * `starpipe-UID` must then be private (see private_dir), else 0. */
-static int default_dir(char *buf, size_t len)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	const char *tmp = getenv("TMPDIR");
-
-	if (xdg != NULL && xdg[0] == '/') {
-		snprintf(buf, len, "%s/starpipe/perfmodels", xdg);
-		return 0;
-	}
-	if (home != NULL && home[0] != '\0') {
-		snprintf(buf, len, "%s/.cache/starpipe/perfmodels", home);
-		return 0;
-	}
-	snprintf(buf, len, "%s/starpipe-%u/perfmodels",
-		 tmp != NULL && tmp[0] == '/' ? tmp : "/tmp", (unsigned)getuid());
-	return 1;
-}
-
-const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len)
-{
-	default_dir(buf, len);
-	return buf;
-}
-
-/* Makes sure `path` (the fallback's `starpipe-UID` under a shared,
- * world-writable folder) is ours alone before anything is written under it:
- * created 0700 if missing; refused if it is a symbolic link, not a folder,
- * owned by another user, or writable by group or others, since whoever
- * controls it controls the performance models we load (and, through a
- * link, where we write). */
-static int private_dir(const char *path, sp_err_t *err)
-{
-	struct stat st;
-	int fd;
-
-	if (mkdir(path, 0700) != 0 && errno != EEXIST)
-		return sp_seterr(err, SP_EIO, "cannot create folder '%s': %s", path,
-				 strerror(errno));
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-
-		if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-			return sp_seterr(err, SP_EIO,
-					 "refusing perf-model folder '%s': it is a symbolic link (remove it, or set HOME or --perfmodel-dir)",
-					 path);
-		return sp_seterr(err, SP_EIO, "refusing perf-model folder '%s': %s", path,
-				 e == ENOTDIR ? "not a folder" : strerror(e));
-	}
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-
-		close(fd);
-		return sp_seterr(err, SP_EIO, "cannot inspect folder '%s': %s", path, strerror(e));
-	}
-	close(fd);
-	if (st.st_uid != getuid())
-		return sp_seterr(err, SP_EIO,
-				 "refusing perf-model folder '%s': it is owned by uid %u, not by you (uid %u)",
-				 path, (unsigned)st.st_uid, (unsigned)getuid());
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-		return sp_seterr(err, SP_EIO,
-				 "refusing perf-model folder '%s': it is writable by %s (chmod 700 it)",
-				 path, (st.st_mode & S_IWOTH) != 0 ? "everyone" : "its group");
-	return 0;
-}
 
 int sp_runtime_check_sched(const char *name, char *msg, size_t len)
 {
@@ -125,23 +51,6 @@ int sp_runtime_check_sched(const char *name, char *msg, size_t len)
 	return -1;
 }
 
-int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len)
-{
-	struct stat st;
-
-	if (path == NULL || path[0] == '\0')
-		return 0;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return 0;
-		sp_fmt_fit(msg, len, "'%s' is not a folder", path);
-		return -1;
-	}
-	if (errno == ENOENT)
-		return 0; /* created at start */
-	sp_fmt_fit(msg, len, "'%s': %s", path, strerror(errno));
-	return -1;
-}
 
 /* OpenBLAS's own control (cblas.h of other BLAS builds lacks it): kernels run
  * one per worker, so BLAS must not start threads of its own. */
@@ -150,7 +59,7 @@ void openblas_set_num_threads(int n);
 int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 {
 	struct starpu_conf conf;
-	char dir[4096], msg[sizeof err->msg];
+	char dir[4096];
 	char num[32];
 	int ret;
 
@@ -160,21 +69,8 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	/* StarPU reads its perf-model folder and workers-per-GPU count from
 	 * the environment only (1.3); set them before starpu_init.  StarPU
 	 * aborts when the folder is a file: say so here instead. */
-	if (c->perfmodel_dir != NULL && c->perfmodel_dir[0] != '\0') {
-		snprintf(dir, sizeof dir, "%s", c->perfmodel_dir);
-	} else if (default_dir(dir, sizeof dir)) {
-		char *slash = strrchr(dir, '/');
-
-		*slash = '\0';
-		ret = private_dir(dir, err);
-		*slash = '/';
-		if (ret != 0)
-			return ret;
-	}
-	if (sp_runtime_check_perfmodel_dir(dir, msg, sizeof msg) != 0)
-		return sp_seterr(err, SP_EIO, "perf-model folder: %s", msg);
-	if ((ret = sp_mkdirs(dir, err)) != 0)
-		return ret; /* err names the folder */
+	if ((ret = sp__models_dir(c->perfmodel_dir, dir, sizeof dir, err)) != 0)
+		return ret;
 	setenv("STARPU_PERF_MODEL_DIR", dir, 1);
 	snprintf(sp__rt.pmdir, sizeof sp__rt.pmdir, "%s", dir);
 	sp__rt.calibrate = c->calibrate;

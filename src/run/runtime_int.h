@@ -9,6 +9,8 @@
 
 #include <starpu.h>
 
+#include "error.h"
+
 #define SP__MAXKERNELS 64
 
 
@@ -69,6 +71,12 @@ static inline double sp__now_s(void)
 /* stats.c: the progress line's thread. */
 void sp__progress_start(void);
 void sp__progress_stop(void);
+
+/* models.c: the folder of the performance models, `asked` (--perfmodel-dir,
+ * runtime:) or the per-user default (its parent made private when it is the
+ * fallback under /tmp), checked and created, into dir; 0 or SP_E* with err
+ * naming it. */
+int sp__models_dir(const char *asked, char *dir, size_t len, sp_err_t *err);
 
 /* models.c: records the code version of each codelet that ran whose model
  * has none yet, or was started afresh (--calibrate 2). */

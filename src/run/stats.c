@@ -9,6 +9,12 @@
 #include "runtime.h"
 #include "runtime_int.h"
 
+/* The session's state (runtime_int.h): written here as tasks and items end,
+ * configured by runtime.c, read by the reports. */
+struct sp__runtime sp__rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,
+			     .plock = STARPU_PTHREAD_MUTEX_INITIALIZER,
+			     .pcond = STARPU_PTHREAD_COND_INITIALIZER };
+
 void sp_runtime_items(size_t total) { atomic_store(&sp__rt.items_total, total); }
 void sp_runtime_item_done(void) { atomic_fetch_add(&sp__rt.items_done, 1); }
 void sp__runtime_task_submitted(void) { atomic_fetch_add(&sp__rt.submitted, 1); }
