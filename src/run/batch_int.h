@@ -1,4 +1,4 @@
-/* Internal to the batch driver (src/run/, src/cluster/merge.c): a work item's
+/* Internal to the batch driver (src/run/): a work item's
  * state and the batch's, and the functions its files share; not installed. */
 #ifndef SP_BATCH_INT_H
 #define SP_BATCH_INT_H
@@ -84,7 +84,7 @@ void sp__item_json(sp_json_t *j, sp_item_t *it, int rank);
 char *sp__items_json(struct sp_batch *b, int handled_only);
 void sp__free_strs(char **p, int n);
 
-/* src/cluster/merge.c: an MPI batch's results gathered on rank 0 (every rank
+/* merge.c: an MPI batch's results gathered on rank 0 (every rank
  * calls it: collectives), and the ranks' journal parts merged. */
 int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res);
 int sp__cluster_merge_journals(const char *journal, int nranks);

@@ -74,7 +74,7 @@ void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
 			   double start_us, double end_us);
 
 /* A batch run by several processes (MPI ranks), its figures gathered on
- * rank 0 (src/cluster/merge.c), so that the summary and the report speak
+ * rank 0 (src/run/merge.c), so that the summary and the report speak
  * for the batch, not for rank 0 alone.  The reports take NULL for this
  * process's own figures (one process). */
 typedef struct sp_runtime_batch {
