@@ -1,0 +1,122 @@
+/* Models estimated by tools/sim-node, flagged ESTIMATED in `starpipe models` (sp_tune_flag_estimated, tune.h). */
+#define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fsutil.h"
+#include "tune.h"
+#include "tune_int.h"
+
+/* One line of PMDIR/starpipe-estimated.tsv (tools/sim-node). */
+typedef struct est_entry {
+	char sym[128], worker[16], origin[128];
+	unsigned long fp, n;
+	double mean_us;
+} est_entry_t;
+
+/* The host name StarPU files the models under (its _starpu_gethostname):
+ * STARPU_HOSTNAME, else this machine's name up to its first dot. */
+static void models_host(char *buf, size_t len)
+{
+	const char *forced = getenv("STARPU_HOSTNAME");
+	if (forced != NULL && forced[0] != '\0') {
+		snprintf(buf, len, "%s", forced);
+		return;
+	}
+	if (gethostname(buf, len - 1) != 0)
+		buf[0] = '\0';
+	buf[len - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+}
+
+/* tools/sim-node's entries for host in dir; *n of them (NULL when none). */
+static est_entry_t *read_estimated(const char *dir, const char *host, size_t *n)
+{
+	char path[4200], *line = NULL, hst[256];
+	size_t cap = 0;
+	est_entry_t *e = NULL;
+	*n = 0;
+	snprintf(path, sizeof path, "%s/starpipe-estimated.tsv", dir);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return NULL;
+	while (getline(&line, &cap, f) > 0) {
+		est_entry_t x;
+		if (line[0] == '#' ||
+		    sscanf(line, "%127[^\t]\t%255[^\t]\t%15[^\t]\t%lx\t%lu\t%lf\t%127[^\n]", x.sym, hst,
+			   x.worker, &x.fp, &x.n, &x.mean_us, x.origin) != 7 ||
+		    strcmp(hst, host) != 0)
+			continue;
+		est_entry_t *ne = realloc(e, (*n + 1) * sizeof *ne);
+		if (ne == NULL)
+			break;
+		e = ne;
+		e[(*n)++] = x;
+	}
+	free(line);
+	fclose(f);
+	return e;
+}
+
+void sp_tune_flag_estimated(const char *listing, FILE *out)
+{
+	char dir[4096], host[256];
+	size_t ne = 0, nflag = 0;
+	/* the listing's first line names the folder it read */
+	if (sscanf(listing, "# performance models in %4095[^\n]", dir) != 1) {
+		fputs(listing, out);
+		return;
+	}
+	models_host(host, sizeof host);
+	est_entry_t *e = read_estimated(dir, host, &ne);
+	for (const char *p = listing; *p != '\0';) {
+		size_t len = strcspn(p, "\n");
+		const char *fpp = memmem(p, len, " 0x", 3);
+		size_t symlen = strcspn(p, " \n");
+		const char *arch = p + symlen + strspn(p + symlen, " ");
+		unsigned fp, n;
+		double ms;
+		const est_entry_t *hit = NULL;
+		if (p[0] != '#' && fpp != NULL && sscanf(fpp, " 0x%x %u %lf ms", &fp, &n, &ms) == 3)
+			for (size_t i = 0; i < ne && hit == NULL; i++)
+				if (strlen(e[i].sym) == symlen && strncmp(e[i].sym, p, symlen) == 0 &&
+				    strncmp(arch, e[i].worker, strlen(e[i].worker)) == 0 &&
+				    isdigit((unsigned char)arch[strlen(e[i].worker)]) && e[i].fp == fp)
+					hit = &e[i];
+		fwrite(p, 1, len, out);
+		if (hit != NULL) {
+			/* the listing rounds the mean to the microsecond */
+			int same = n == hit->n && fabs(ms * 1e3 - hit->mean_us) <= 0.5 + 1e-6 * hit->mean_us;
+			const char *sep = len >= 2 && p[len - 1] == ' ' && p[len - 2] == ' ' ? "" : "; ";
+			if (same)
+				fprintf(out, "%sESTIMATED by tools/sim-node: %s", sep, hit->origin);
+			else if (n > hit->n)
+				fprintf(out, "%sESTIMATED in part: calibrated since, but may keep tools/sim-node's "
+					"%lu samples (--calibrate 2 drops them)", sep, hit->n);
+			nflag += same || n > hit->n;
+		}
+		p += len;
+		if (*p == '\n')
+			fputc(*p++, out);
+	}
+	if (nflag > 0)
+		fprintf(out, "# %zu entr%s ESTIMATED by tools/sim-node for %s, not measured there "
+			"(%s/starpipe-estimated.tsv): calibrate on that node to replace them\n",
+			nflag, nflag > 1 ? "ies" : "y", host, dir);
+	free(e);
+}
