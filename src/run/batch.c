@@ -465,6 +465,26 @@ static void batch_free(struct sp_batch *b)
 	free_shared(b);
 }
 
+/* Items driven at once when --inflight is not given.  Two items keep a CPU
+ * node busy (one reads or writes while the other computes).  A GPU
+ * finishes an item's tasks long before its CPU-only stages (reads,
+ * training, picking, writes) are done: four more items per GPU keep it fed
+ * (doc/scheduling.md: APPLE on the H200 node, simulated, 1.12 s with 3 in
+ * flight, 0.71 s with 6).  An MPI batch with few items per rank takes no
+ * more than a rank's share: the first requests of every rank's threads
+ * would otherwise hand a few ranks all the items while the others wait
+ * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
+ * ideal time with 6 in flight, 0.90 with the share, 2). */
+static size_t default_inflight(const struct sp_batch *b)
+{
+	size_t n = 2 + 4 * (size_t)sp_runtime_ncuda_workers();
+	size_t ranks = (size_t)sp_cluster_size();
+	size_t share = (b->nitems + ranks - 1) / ranks;
+	if (b->lazy_plan && share < n)
+		n = share > 1 ? share : 1;
+	return n;
+}
+
 int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_opts_t *opts,
 	   sp_run_result_t *res)
 {
@@ -500,12 +520,11 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			sp__plan_item(&b, &b.state[i]);
-	/* Two items keep a CPU node busy (one reads or writes while the other
-	 * computes).  A GPU finishes an item's tasks long before its CPU-only
-	 * stages (reads, training, picking, writes) are done: four more items
-	 * per GPU keep it fed (doc/scheduling.md: APPLE on the H200 node,
-	 * simulated, 1.12 s with 3 in flight, 0.71 s with 6). */
-	batch_drive(&b, opts->inflight ? opts->inflight : 2 + 4 * sp_runtime_ncuda_workers());
+	size_t inflight = opts->inflight ? opts->inflight : default_inflight(&b);
+	if (opts->verbose && sp_cluster_rank() == 0)
+		fprintf(stderr, "[starpipe] %zu item(s) in flight%s\n", inflight,
+			sp_cluster_size() > 1 ? " per rank" : "");
+	batch_drive(&b, inflight);
 	batch_collect(&b, res);
 	batch_free(&b);
 	starpu_pthread_mutex_destroy(&b.journal_lock);
