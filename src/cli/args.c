@@ -33,6 +33,12 @@ const char cli_usage_text[] =
 	"  models [GRAPH]  print the performance models of every codelet (of GRAPH's\n"
 	"                  stages): samples, mean and spread per footprint and worker\n"
 	"                  type; flags the uncalibrated and the noisy ones\n"
+	"  calibrate GRAPH [ITEM...] [--max-runs N]\n"
+	"                  run GRAPH with --calibrate 1, each run a child process,\n"
+	"                  until every footprint its runs measure has StarPU's 10\n"
+	"                  samples (at most N runs, default 20); print each codelet's\n"
+	"                  samples before and after, and why any is still short; exit 0\n"
+	"                  when all this node runs are calibrated.  Takes run's options\n"
 	"\n"
 	"Options of run, validate and dot:\n"
 	"  -s, --set NAME=VALUE     set a pipeline variable (see the graph's params:)\n"
@@ -46,6 +52,10 @@ const char cli_usage_text[] =
 	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
 	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
 	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
+	"      --node-type NAME     the models' and bus measurements' name (SYMBOL.NAME files):\n"
+	"                           nodes of one type share them in a shared --perfmodel-dir\n"
+	"                           (default: STARPU_HOSTNAME, else Slurm's partition, else\n"
+	"                           the host name); also for models and calibrate\n"
 	"      --inflight N         work items driven at once (default 2; 2 + 4 per GPU on a\n"
 	"                           node with GPUs)\n"
 	"      --report FILE.json   write the run report as JSON\n"
@@ -95,6 +105,8 @@ enum {
 	OPT_FIGURES,
 	OPT_TASKS,
 	OPT_SIMCOUNT,
+	OPT_NODETYPE,
+	OPT_MAXRUNS,
 };
 
 int cli_usage_error(const char *fmt, const char *arg)
@@ -160,6 +172,8 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		{ "figures", required_argument, NULL, OPT_FIGURES },
 		{ "tasks", required_argument, NULL, OPT_TASKS },
 		{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
+		{ "node-type", required_argument, NULL, OPT_NODETYPE },
+		{ "max-runs", required_argument, NULL, OPT_MAXRUNS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -227,6 +241,26 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 				return cli_usage_error("%s", "too many --sim-count options");
 			break;
 		}
+		case OPT_NODETYPE: {
+			char msg[256];
+#ifdef SP_SIMGRID
+			/* SimGrid loads the platform before starpipe-sim starts */
+			return cli_usage_error("--node-type %s: starpipe-sim's platform is named by "
+					       "STARPU_HOSTNAME; set it instead", optarg);
+#endif
+			if (sp_runtime_check_node_type(optarg, msg, sizeof msg) != 0) {
+				fprintf(stderr, "starpipe: --node-type: %s\nTry 'starpipe --help'.\n", msg);
+				return EXIT_USAGE;
+			}
+			c->node_type = optarg;
+			break;
+		}
+		case OPT_MAXRUNS:
+			c->max_runs = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || c->max_runs < 1 || c->max_runs > 1000)
+				return cli_usage_error("--max-runs expects an integer in [1, 1000], got '%s'",
+						       optarg);
+			break;
 		case OPT_JOURNAL: c->journal = optarg; break;
 		case OPT_SHARD: {
 			char *slash;
@@ -274,7 +308,10 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 			return cli_usage_error("%s: missing graph file", c->cmd);
 		c->graph = argv[optind++];
 	}
-	if (optind < argc && strcmp(c->cmd, "run") == 0) {
+	if (c->max_runs != 0 && strcmp(c->cmd, "calibrate") != 0)
+		return cli_usage_error("--max-runs: only starpipe calibrate takes it (%s does not)",
+				       c->cmd);
+	if (optind < argc && (strcmp(c->cmd, "run") == 0 || strcmp(c->cmd, "calibrate") == 0)) {
 		c->items = argv + optind;
 		c->nitems = (size_t)(argc - optind);
 	} else if (optind < argc) {

@@ -34,6 +34,8 @@ struct cli {
 	long inflight;
 	double progress_every;
 	int quiet, verbose;
+	const char *node_type; /* --node-type; NULL: the default (sp_runtime_node_type) */
+	long max_runs;         /* calibrate --max-runs; 0: not given */
 };
 
 /* args.c */
@@ -50,6 +52,10 @@ void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* cmd_info.c: starpipe list, starpipe models [GRAPH]. */
 int cli_cmd_list(void);
 int cli_cmd_models(const struct cli *c);
+
+/* cmd_calibrate.c: starpipe calibrate GRAPH [ITEM...]: runs of GRAPH as
+ * children of exe (this program) until its models are calibrated. */
+int cli_cmd_calibrate(const struct cli *c, int argc, char **argv, const char *exe);
 
 /* cmd_run.c: starpipe run GRAPH [ITEM...]; --tile STAGE=N applied to g. */
 int cli_cmd_run(struct cli *c, sp_graph_t *g);

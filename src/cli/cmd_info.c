@@ -72,34 +72,14 @@ int cli_cmd_list(void)
 	return 0;
 }
 
-/* Adds the space-separated symbols of `list` to syms[n..] (malloc'd, each
- * once); returns the new count. */
-static size_t add_symbols(const char *list, const char **syms, size_t n, size_t cap)
-{
-	for (const char *p = list != NULL ? list : ""; *p != '\0';) {
-		size_t len = strcspn(p, " ");
-		int seen = len == 0;
-		for (size_t i = 0; !seen && i < n; i++)
-			seen = strlen(syms[i]) == len && strncmp(syms[i], p, len) == 0;
-		if (!seen && n < cap) {
-			char *s = strndup(p, len);
-			if (s != NULL)
-				syms[n++] = s;
-		}
-		p += len;
-		p += strspn(p, " ");
-	}
-	return n;
-}
-
 /* `starpipe models [GRAPH]`: the perf models of the codelets of every kind,
  * or of GRAPH's kinds; the folder from --perfmodel-dir, else GRAPH's
- * runtime: section, else the default. */
+ * runtime: section, else the default; the node type's (--node-type, else
+ * the default: sp_runtime_node_type). */
 int cli_cmd_models(const struct cli *c)
 {
-	size_t nk, n = 0;
-	const sp_stage_kind_t *const *k = sp_stage_kinds(&nk);
-	const char *syms[256];
+	char *syms[256], nt[256];
+	size_t n;
 	const char *dir = c->rt[SP_RT_PERFMODEL_DIR];
 	sp_graph_t *g = NULL;
 	sp_err_t err = { 0 };
@@ -116,18 +96,16 @@ int cli_cmd_models(const struct cli *c)
 		if (dir == NULL)
 			dir = sp_graph_runtime(g, "perfmodel_dir");
 	}
-	for (size_t i = 0; i < nk; i++) {
-		int used = g == NULL;
-		for (size_t s = 0; g != NULL && s < g->nstages; s++)
-			used |= g->stages[s].kind == k[i];
-		if (used)
-			n = add_symbols(k[i]->codelets, syms, n, sizeof syms / sizeof syms[0]);
-	}
+	n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
+	/* StarPU reads the node type's files, and so does the flagging of
+	 * tools/sim-node's entries */
+	const char *from = sp_runtime_node_type(c->node_type, nt, sizeof nt);
+	setenv("STARPU_HOSTNAME", nt, 1);
 	/* through a buffer: the entries tools/sim-node invented get flagged */
 	char *text = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&text, &len);
-	int ret = mem != NULL ? sp_runtime_models(dir, syms, n, mem, &err)
+	int ret = mem != NULL ? sp_runtime_models(dir, from, (const char *const *)syms, n, mem, &err)
 			      : sp_seterr(&err, SP_ENOMEM, "out of memory");
 	if (mem != NULL && fclose(mem) == 0 && text != NULL)
 		sp_tune_flag_estimated(text, stdout);
@@ -135,7 +113,7 @@ int cli_cmd_models(const struct cli *c)
 	if (ret != 0)
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 	for (size_t i = 0; i < n; i++)
-		free((char *)syms[i]);
+		free(syms[i]);
 	sp_graph_free(&g);
 	return ret != 0 ? EXIT_RUNTIME : 0;
 }

@@ -155,12 +155,66 @@ static int check_workers(const sp_graph_t *g, const sp_runtime_params_t *p)
 	return 0;
 }
 
+/*
+ * The node type's models, shared by its nodes (a shared --perfmodel-dir):
+ * StarPU rewrites every model it loaded at shutdown when calibrating, each
+ * process from its own copy in memory, so ranks of one node type would
+ * overwrite each other's samples (its file lock only orders the writes).
+ * Under MPI the lowest rank of each node type calibrates and writes; the
+ * others run with calibration off (they read the same models, and what they
+ * measure is not kept).  Ranks of different types write different files.
+ * StarPU also measures the bus at start when the node type's bus files are
+ * missing, and writes them: then the writers start StarPU first, the others
+ * once they have.  The versions file is rank 0's.
+ */
+struct models_plan {
+	char node_type[256];
+	const char *from;
+	int writer;        /* the lowest rank of its node type */
+	int ordered_start; /* some node type's bus is not measured yet */
+};
+
+static void plan_models(const struct cli *c, const sp_runtime_params_t *p, struct models_plan *m)
+{
+	m->from = sp_runtime_node_type(c->node_type, m->node_type, sizeof m->node_type);
+	m->writer = sp_cluster_first_of(m->node_type) == sp_cluster_rank();
+	m->ordered_start = !sp_runtime_bus_measured(p->perfmodel_dir, m->node_type);
+	sp_cluster_allmax_int(&m->ordered_start, 1);
+	if (sp_cluster_size() > 1 && p->calibrate != 0 && !c->quiet)
+		cli_say("calibrating over MPI: the lowest rank of each node type measures and writes "
+			"its models, the other ranks run with calibration off");
+}
+
+/* What the session found of the node type's models: -v says it, and a node
+ * type without any calibrated model is said once, by its lowest rank. */
+static void say_models(const struct cli *c, const sp_graph_t *g, const sp_runtime_params_t *p,
+		       const struct models_plan *m)
+{
+	sp_runtime_models_seen_t seen;
+	char who[320] = "";
+	sp_runtime_models_seen(&seen);
+	if (!m->writer)
+		return;
+	if (sp_cluster_size() > 1)
+		snprintf(who, sizeof who, "rank %d (%s): ", sp_cluster_rank(), sp_cluster_host());
+	if (c->verbose)
+		fprintf(stderr, "starpipe: %snode type '%s' (%s): %zu of the graph's %zu codelet(s) "
+			"have a calibrated model in %s%s\n", who, seen.node_type, seen.node_type_from,
+			seen.ncalibrated, seen.ncodelets, seen.folder,
+			seen.calibrate != 0 ? "; this process calibrates and writes them" : "");
+	if (p->calibrate == 0 && seen.ncodelets > 0 && seen.ncalibrated == 0)
+		fprintf(stderr, "starpipe: warning: %snode type '%s' has no calibrated performance "
+			"model in %s: the scheduler has no measurement to go by; calibrate with "
+			"`starpipe calibrate %s ITEM... --node-type %s --perfmodel-dir %s`\n", who,
+			seen.node_type, seen.folder, g->file, seen.node_type, seen.folder);
+}
+
 /* The StarPU session's configuration: the typed runtime parameters, the
  * command line's reporting options, and this rank's share of the node's
  * cores when several ranks share it (a test, or a launcher placing one rank
  * per socket). */
 static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runtime_params_t *p,
-			 sp_runtime_conf_t *conf)
+			 const struct models_plan *m, sp_runtime_conf_t *conf)
 {
 	memset(conf, 0, sizeof *conf);
 	conf->scheduler = p->scheduler;
@@ -169,7 +223,10 @@ static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runt
 	conf->ncuda = (int)p->ncuda;
 	conf->workers_per_gpu = (int)p->workers_per_gpu;
 	conf->perfmodel_dir = p->perfmodel_dir;
-	conf->calibrate = (int)p->calibrate;
+	conf->calibrate = m->writer ? (int)p->calibrate : 0;
+	conf->node_type = m->node_type;
+	conf->node_type_from = m->from;
+	conf->record_versions = sp_cluster_rank() == 0;
 	conf->progress = !c->quiet && sp_cluster_rank() == 0; /* MPI: rank 0's progress only */
 #ifdef SP_SIMGRID
 	conf->progress = 0; /* its timed waits are real time, not simulated */
@@ -278,13 +335,20 @@ static int run_batch(const struct cli *c, const sp_graph_t *g, const struct item
 	sp_run_result_t res;
 	sp_err_t err = { 0 };
 
-	session_conf(c, g, p, &conf);
+	struct models_plan m;
+	plan_models(c, p, &m);
+	session_conf(c, g, p, &m, &conf);
+	if (m.ordered_start && !m.writer)
+		sp_cluster_barrier(); /* the writers measure the bus first */
 	if (sp_runtime_init(&conf, &err) != 0) {
 		fprintf(stderr, "starpipe: %s\n", err.msg);
 		/* the other ranks would wait for this one in the batch's collectives */
 		sp_cluster_abort(EXIT_RUNTIME);
 		return EXIT_RUNTIME;
 	}
+	if (m.ordered_start && m.writer)
+		sp_cluster_barrier();
+	say_models(c, g, p, &m);
 	if (c->verbose && sp_cluster_rank() == 0 && sp_runtime_heteroprio())
 		sp_hp_describe(stderr); /* what auto chose on a GPU node, and why */
 	int ret = sp_run(g, it->v, it->n, ro, &res);

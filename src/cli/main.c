@@ -1,7 +1,8 @@
 /* The starpipe command: the command line parsed, the graph loaded, the command called.
  *
  * src/cli/ is the top layer: args.c (options, --help), cmd_run.c (starpipe
- * run), cmd_info.c (list, models), signals.c; `tune` is src/tune/'s. */
+ * run), cmd_calibrate.c (calibrate), cmd_info.c (list, models), signals.c;
+ * `tune` is src/tune/'s. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,29 @@ int main(int argc, char **argv)
 			exe[n] = '\0';
 		return sp_tune_main(argc - 1, argv + 1, exe);
 	}
+	if (argc > 1 && strcmp(argv[1], "calibrate") == 0) {
+		/* runs as children too (cmd_calibrate.c), never StarPU nor MPI
+		 * itself; the options are parsed as run's, on a copy (getopt
+		 * reorders it), and the children get them as given */
+		char exe[4096], **copy = calloc((size_t)argc + 1, sizeof *copy);
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0)
+			snprintf(exe, sizeof exe, "%s", argv[0]);
+		else
+			exe[n] = '\0';
+		if (copy == NULL) {
+			fprintf(stderr, "starpipe: out of memory\n");
+			return EXIT_ITEMS_FAILED;
+		}
+		memcpy(copy, argv, (size_t)argc * sizeof *copy);
+		int r = cli_parse_args(argc, copy, &c);
+		if (r == 0)
+			r = cli_cmd_calibrate(&c, argc, argv, exe);
+		for (size_t i = 0; i < c.nvars; i++)
+			free((char *)c.vars[i].name);
+		free(copy);
+		return r;
+	}
 	/* MPI first (when mpirun or srun started us), before any thread */
 	if (sp_cluster_init(&argc, &argv, &cerr) != 0) {
 		fprintf(stderr, "starpipe: %s\n", cerr.msg);
@@ -51,8 +75,10 @@ int main(int argc, char **argv)
 		fputs(cli_usage_text, stdout);
 		goto out;
 	}
-	if (r == 0 && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "validate") != 0 &&
-	    strcmp(c.cmd, "dot") != 0)
+	if (r == 0 && (strcmp(c.cmd, "calibrate") == 0 || strcmp(c.cmd, "tune") == 0))
+		r = cli_usage_error("give the command first: starpipe %s GRAPH [OPTIONS]", c.cmd);
+	else if (r == 0 && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "validate") != 0 &&
+		 strcmp(c.cmd, "dot") != 0)
 		r = cli_usage_error("unknown command '%s'", c.cmd);
 	if (r != 0)
 		goto out;

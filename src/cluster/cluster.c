@@ -100,19 +100,25 @@ const char *sp_cluster_describe(void)
 int sp_cluster_rank(void) { return cl.rank; }
 int sp_cluster_size(void) { return cl.size; }
 
-#ifdef SP_HAVE_MPI
 /* Launched by a process manager that wires up MPI: Open MPI's mpirun,
  * srun --mpi=pmix, or a PMI-2 launcher.  A plain `starpipe run` is not, and
  * never pays for MPI_Init. */
+static const char *const launcher_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE" };
+#ifdef SP_HAVE_MPI
 static int launched_by_mpi(void)
 {
-	static const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE" };
-	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-		if (getenv(vars[i]) != NULL)
+	for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+		if (getenv(launcher_vars[i]) != NULL)
 			return 1;
 	return 0;
 }
 #endif
+
+void sp_cluster_forget_launcher(void)
+{
+	for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+		unsetenv(launcher_vars[i]);
+}
 
 int sp_cluster_init(int *argc, char ***argv, sp_err_t *err)
 {
@@ -444,4 +450,40 @@ int sp_cluster_gather_str(const char *s, char ***parts)
 	}
 	*parts = p;
 	return 0;
+}
+
+int sp_cluster_first_of(const char *key)
+{
+#ifdef SP_HAVE_MPI
+	if (cl.started && cl.size > 1) {
+		char mine[SP_CLUSTER_KEY_MAX + 1] = { 0 };
+		char *all = calloc((size_t)cl.size, sizeof mine);
+		if (all == NULL) {
+			/* a collective every rank must join: no way to leave it */
+			fprintf(stderr, "starpipe: rank %d: out of memory\n", cl.rank);
+			abort();
+		}
+		snprintf(mine, sizeof mine, "%s", key);
+		MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR,
+			      MPI_COMM_WORLD);
+		int first = cl.rank;
+		for (int r = 0; r < cl.rank; r++)
+			if (strcmp(all + (size_t)r * sizeof mine, mine) == 0) {
+				first = r;
+				break;
+			}
+		free(all);
+		return first;
+	}
+#endif
+	(void)key;
+	return cl.rank;
+}
+
+void sp_cluster_barrier(void)
+{
+#ifdef SP_HAVE_MPI
+	if (cl.started && cl.size > 1)
+		MPI_Barrier(MPI_COMM_WORLD);
+#endif
 }

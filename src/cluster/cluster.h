@@ -61,5 +61,17 @@ int sp_cluster_bcast_items(char ***items, size_t *nitems, int *status);
 /* Rank 0 receives every rank's string (parts[r], malloc'd, parts itself
  * too); other ranks get NULL.  Returns 0 or SP_ENOMEM. */
 int sp_cluster_gather_str(const char *s, char ***parts);
+/* The lowest rank whose key (at most SP_CLUSTER_KEY_MAX characters; longer
+ * ones compare by that prefix) is this rank's: ranks of one node type elect
+ * the one that writes their performance models.  This rank's own without MPI. */
+#define SP_CLUSTER_KEY_MAX 255
+int sp_cluster_first_of(const char *key);
+/* Waits until every rank has called it. */
+void sp_cluster_barrier(void);
+
+/* Removes the launcher's variables from this process's environment, so
+ * that a `starpipe run` it starts (starpipe calibrate's runs) is a process
+ * of its own, not a rank of the job that started this one. */
+void sp_cluster_forget_launcher(void);
 
 #endif /* SP_CLUSTER_H */

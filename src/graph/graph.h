@@ -155,6 +155,12 @@ void sp_graph_dot(const sp_graph_t *g, FILE *f);
 /* The stage parameter `name` of st (its spec must exist: asserts). */
 const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name);
 
+/* The perf-model symbols of the codelets of g's stages (of every kind when g
+ * is NULL: `starpipe models` without a graph), each once, in the kinds' order:
+ * up to cap of them into syms, malloc'd (the caller frees each); returns
+ * how many.  A kind lists its symbols space-separated (its `codelets`). */
+size_t sp_graph_codelets(const sp_graph_t *g, char **syms, size_t cap);
+
 /* The runtime: parameter `name` of g. */
 const char *sp_graph_runtime(const sp_graph_t *g, const char *name);
 

@@ -1,4 +1,7 @@
 /* The loaded graph: its accessors, Graphviz DOT output, and freeing it. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* strndup */
+#endif
 #include "graph_int.h"
 
 #include <assert.h>
@@ -136,6 +139,40 @@ const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name)
 			return &st->params[i];
 	assert(!"no such parameter");
 	abort();
+}
+
+/* Adds the space-separated symbols of `list` to syms[n..] (each once);
+ * returns the new count. */
+static size_t add_symbols(const char *list, char **syms, size_t n, size_t cap)
+{
+	for (const char *p = list != NULL ? list : ""; *p != '\0';) {
+		size_t len = strcspn(p, " ");
+		int seen = len == 0;
+		for (size_t i = 0; !seen && i < n; i++)
+			seen = strlen(syms[i]) == len && strncmp(syms[i], p, len) == 0;
+		if (!seen && n < cap) {
+			char *s = strndup(p, len);
+			if (s != NULL)
+				syms[n++] = s;
+		}
+		p += len;
+		p += strspn(p, " ");
+	}
+	return n;
+}
+
+size_t sp_graph_codelets(const sp_graph_t *g, char **syms, size_t cap)
+{
+	size_t nk, n = 0;
+	const sp_stage_kind_t *const *k = sp_stage_kinds(&nk);
+	for (size_t i = 0; i < nk; i++) {
+		int used = g == NULL;
+		for (size_t s = 0; g != NULL && s < g->nstages; s++)
+			used |= g->stages[s].kind == k[i];
+		if (used)
+			n = add_symbols(k[i]->codelets, syms, n, cap);
+	}
+	return n;
 }
 
 const char *sp_graph_runtime(const sp_graph_t *g, const char *name)

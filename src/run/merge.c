@@ -42,7 +42,13 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	double *t0 = calloc(2 * (size_t)nr, sizeof *t0), *rtt = t0 + nr;
 	char *mine = sp__items_json(b, 1), *lines = sp_runtime_stage_lines();
 	char *wlines = sp_runtime_worker_lines(me);
-	char **parts = NULL, **stages = NULL, **workers = NULL, **hosts = NULL;
+	char **parts = NULL, **stages = NULL, **workers = NULL, **hosts = NULL, **models = NULL;
+	char mymodels[400];
+	sp_runtime_models_seen_t seen;
+	sp_runtime_models_seen(&seen);
+	/* "NODE_TYPE\tCALIBRATED_CODELETS\tCALIBRATE" */
+	snprintf(mymodels, sizeof mymodels, "%s\t%zu\t%d", seen.node_type, seen.ncalibrated,
+		 seen.calibrate);
 	if (st == NULL || sec == NULL || t0 == NULL || mine == NULL || lines == NULL ||
 	    wlines == NULL) {
 		/* the collectives must still happen on every rank: MPI has no
@@ -65,6 +71,7 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	rc |= sp_cluster_gather_str(lines, &stages);
 	rc |= sp_cluster_gather_str(wlines, &workers);
 	rc |= sp_cluster_gather_str(sp_cluster_host(), &hosts);
+	rc |= sp_cluster_gather_str(mymodels, &models);
 	if (b->opts->trace) {
 		char label[320];
 		snprintf(label, sizeof label, "rank %d (%s)", me, sp_cluster_host());
@@ -115,6 +122,14 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 			sp_json_begin_object(j);
 			sp_json_kv_int(j, "rank", r);
 			sp_json_kv_str(j, "host", hosts[r]);
+			char nt[300] = "";
+			size_t ncal = 0;
+			int cal = 0;
+			sscanf(models[r], "%299[^\t]\t%zu\t%d", nt, &ncal, &cal);
+			sp_json_kv_str(j, "node_type", nt);
+			sp_json_kv_int(j, "calibrated_codelets", (long long)ncal);
+			sp_json_key(j, "writes_models");
+			sp_json_raw(j, cal != 0 ? "true" : "false");
 			sp_json_kv_int(j, "items", (long long)k[0]);
 			sp_json_kv_int(j, "ok", (long long)k[1]);
 			sp_json_kv_int(j, "failed", (long long)k[2]);
@@ -151,6 +166,7 @@ int sp__cluster_merge_batch(struct sp_batch *b, sp_run_result_t *res)
 	sp__free_strs(stages, me == 0 ? nr : 0);
 	sp__free_strs(workers, me == 0 ? nr : 0);
 	sp__free_strs(hosts, me == 0 ? nr : 0);
+	sp__free_strs(models, me == 0 ? nr : 0);
 	free(mine);
 	free(lines);
 	free(wlines);

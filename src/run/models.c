@@ -1,6 +1,8 @@
-/* Performance models: their folder (per user, private), the code version each
- * was calibrated with, and `starpipe models` (samples, spread, stale ones flagged). */
+/* Performance models: their folder (per user, private), the node type they are
+ * filed under, the code version each was calibrated with, and reading them
+ * (`starpipe models`, `calibrate`, a session's census of its graph's). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "graph.h"
 #include "runtime.h"
 #include "runtime_int.h"
 
@@ -126,6 +129,77 @@ int sp__models_dir(const char *asked, char *dir, size_t len, sp_err_t *err)
 	return sp_mkdirs(dir, err); /* err names the folder */
 }
 
+int sp_runtime_check_node_type(const char *name, char *msg, size_t len)
+{
+	size_t n = name != NULL ? strlen(name) : 0;
+	size_t ok = name != NULL ? strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					       "0123456789_-") : 0;
+	if (n == 0 || n > SP_NODE_TYPE_MAX || ok != n || !isalnum((unsigned char)name[0])) {
+		sp_fmt_fit(msg, len, "expected a name of 1 to %d letters, digits, '_' or '-', "
+			   "starting with a letter or digit (it names files), got '%s'",
+			   SP_NODE_TYPE_MAX, name != NULL ? name : "");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The default node type is Slurm's partition: a site's partitions usually
+ * group one kind of node, and every node of a job's partition then shares
+ * its models.  Slurm gives a job no variable naming its nodes' features
+ * (sbatch(1), OUTPUT ENVIRONMENT VARIABLES; SLURM_CONSTRAINT is an input),
+ * so a partition that mixes node kinds needs --node-type.  Outside Slurm,
+ * StarPU's own name: the host name up to its first dot.  STARPU_HOSTNAME,
+ * StarPU's knob, still wins over both (starpipe-sim's platform is named by
+ * it).
+ */
+const char *sp_runtime_node_type(const char *asked, char *buf, size_t len)
+{
+	const char *forced = getenv("STARPU_HOSTNAME");
+	if (asked != NULL && asked[0] != '\0') {
+		snprintf(buf, len, "%s", asked);
+		return "--node-type";
+	}
+	if (forced != NULL && forced[0] != '\0') {
+		snprintf(buf, len, "%s", forced);
+		return "STARPU_HOSTNAME";
+	}
+#ifndef SP_SIMGRID
+	const char *part = getenv("SLURM_JOB_PARTITION");
+	char msg[256];
+	if (part != NULL && sp_runtime_check_node_type(part, msg, sizeof msg) == 0) {
+		snprintf(buf, len, "%s", part);
+		return "Slurm partition";
+	}
+#endif
+	if (gethostname(buf, len - 1) != 0)
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+	return "host name";
+}
+
+int sp_runtime_bus_measured(const char *perfmodel_dir, const char *node_type)
+{
+	char dir[4096], path[4400];
+	if (perfmodel_dir != NULL && perfmodel_dir[0] != '\0')
+		snprintf(dir, sizeof dir, "%s", perfmodel_dir);
+	else
+		default_dir(dir, sizeof dir);
+	/* StarPU's get_config_path (perfmodel_bus.c) */
+	snprintf(path, sizeof path, "%s/bus/%s.config", dir, node_type);
+	return access(path, F_OK) == 0;
+}
+
+unsigned sp_runtime_calibration_minimum(void)
+{
+	/* StarPU's threshold, and its variable (perfmodel_history.c) */
+	const char *e = getenv("STARPU_CALIBRATE_MINIMUM");
+	char *end;
+	long v = e != NULL ? strtol(e, &end, 10) : -1;
+	return e != NULL && *e != '\0' && *end == '\0' && v >= 0 && v < 1000000 ? (unsigned)v : 10;
+}
+
 /* The code version of each pipeline's codelets, by symbol prefix (generated
  * by the build: a checksum of codelets/PIPELINE/'s sources). */
 static const struct {
@@ -175,6 +249,8 @@ static const char *recorded_version(const struct sp__ver *v, size_t n, const cha
 /* sp__runtime_update_versions (runtime_int.h) */
 void sp__runtime_update_versions(void)
 {
+	if (sp__rt.calibrate == 0 || !sp__rt.record_versions)
+		return;
 	struct sp__ver v[SP__MAXKERNELS * 4];
 	size_t n = read_versions(sp__rt.pmdir, v, SP__MAXKERNELS * 3), n0 = n;
 	int changed = 0;
@@ -204,89 +280,214 @@ void sp__runtime_update_versions(void)
 		fprintf(stderr, "starpipe: warning: %s\n", err.msg);
 }
 
-int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FILE *out,
-		      sp_err_t *err)
+/* The folder `starpipe models` and `calibrate` read: dir, else the default;
+ * checked when it exists (a file there is refused). */
+static int read_folder(const char *dir, char *path, size_t len, sp_err_t *err)
 {
-	char path[4096], msg[sizeof err->msg], arch[64];
-	size_t nmodel = 0, nuncal = 0, nnoisy = 0, nstale = 0;
-	struct sp__ver ver[SP__MAXKERNELS * 4];
-
+	char msg[sizeof err->msg];
 	if (dir != NULL && dir[0] != '\0')
-		snprintf(path, sizeof path, "%s", dir);
+		snprintf(path, len, "%s", dir);
 	else
-		sp_runtime_default_perfmodel_dir(path, sizeof path);
+		sp_runtime_default_perfmodel_dir(path, len);
 	if (access(path, F_OK) == 0 && sp_runtime_check_perfmodel_dir(path, msg, sizeof msg) != 0)
 		return sp_seterr(err, SP_EIO, "perf-model folder: %s", msg);
-	setenv("STARPU_PERF_MODEL_DIR", path, 1);
+	return 0;
+}
+
+/* Appends a row; 0 or SP_ENOMEM. */
+static int add_row(sp_model_row_t **rows, size_t *n, size_t *cap, const sp_model_row_t *r,
+		   sp_err_t *err)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 64;
+		sp_model_row_t *nr = realloc(*rows, c * sizeof *nr);
+		if (nr == NULL)
+			return sp_seterr(err, SP_ENOMEM, "out of memory reading the models");
+		*rows = nr;
+		*cap = c;
+	}
+	(*rows)[(*n)++] = *r;
+	return 0;
+}
+
+/* One codelet's rows: one per worker type and footprint of its model. */
+static int symbol_rows(const char *symbol, const struct sp__ver *ver, size_t nver,
+		       sp_model_row_t **rows, size_t *n, size_t *cap, sp_err_t *err)
+{
+	struct starpu_perfmodel model;
+	char mpath[4096];
+	sp_model_row_t r = { .symbol = symbol, .state = SP_MODEL_NONE };
+	int ret = 0;
+
+	memset(&model, 0, sizeof model);
+	model.type = STARPU_HISTORY_BASED;
+	starpu_perfmodel_get_model_path(symbol, mpath, sizeof mpath);
+	if (access(mpath, R_OK) != 0 || starpu_perfmodel_load_symbol(symbol, &model) != 0)
+		return add_row(rows, n, cap, &r, err);
+	const char *rec = recorded_version(ver, nver, symbol);
+	r.stale = rec != NULL && strcmp(rec, code_version(symbol)) != 0;
+	size_t first = *n;
+	int ncomb = starpu_perfmodel_get_narch_combs();
+	for (int comb = 0; comb < ncomb && ret == 0; comb++) {
+		struct starpu_perfmodel_arch *a = starpu_perfmodel_arch_comb_fetch(comb);
+		for (unsigned impl = 0; impl < STARPU_MAXIMPLEMENTATIONS && ret == 0; impl++) {
+			struct starpu_perfmodel_per_arch *pa =
+				starpu_perfmodel_get_model_per_arch(&model, a, impl);
+			if (pa == NULL)
+				continue;
+			starpu_perfmodel_get_arch_name(a, r.arch, sizeof r.arch, impl);
+			/* StarPU numbers the combinations in the order it meets
+			 * them, which differs between loads: the key does not */
+			r.cuda = a->ndevices > 0 && a->devices[0].type == STARPU_CUDA_WORKER;
+			snprintf(r.key, sizeof r.key, "%s:%d:%d:%u",
+				 a->ndevices > 0 ? starpu_perfmodel_get_archtype_name(a->devices[0].type) : "-",
+				 a->ndevices > 0 ? a->devices[0].devid : 0,
+				 a->ndevices > 0 ? a->devices[0].ncores : 0, impl);
+			for (struct starpu_perfmodel_history_list *l = pa->list; l != NULL && ret == 0;
+			     l = l->next) {
+				const struct starpu_perfmodel_history_entry *e = l->entry;
+				double nn = e->nsample, mean = nn > 0 ? e->sum / nn : 0.0;
+				double var = nn > 0 ? e->sum2 / nn - mean * mean : 0.0;
+				r.state = SP_MODEL_MEASURED;
+				r.footprint = e->footprint;
+				r.nsample = e->nsample;
+				r.mean_us = mean;
+				r.spread = mean > 0 ? sqrt(var > 0 ? var : 0) / mean : 0.0;
+				r.flops = e->flops;
+				ret = add_row(rows, n, cap, &r, err);
+			}
+		}
+	}
+	if (ret == 0 && *n == first) {
+		memset(&r, 0, sizeof r);
+		r.symbol = symbol;
+		r.state = SP_MODEL_EMPTY;
+		r.stale = rec != NULL && strcmp(rec, code_version(symbol)) != 0;
+		ret = add_row(rows, n, cap, &r, err);
+	}
+	starpu_perfmodel_unload_model(&model);
+	return ret;
+}
+
+int sp_runtime_model_rows(const char *dir, const char *const *symbols, size_t n,
+			  sp_model_row_t **rows, size_t *nrows, char *folder, size_t flen,
+			  sp_err_t *err)
+{
+	struct sp__ver ver[SP__MAXKERNELS * 4];
+	size_t cap = 0;
+	int ret;
+
+	*rows = NULL;
+	*nrows = 0;
+	if ((ret = read_folder(dir, folder, flen, err)) != 0)
+		return ret;
+	/* StarPU's reader outside a session, as its tools use it; it keeps
+	 * the folder and the worker-type combinations it met from one read to
+	 * the next (sp__models_census forgets them before a session) */
+	setenv("STARPU_PERF_MODEL_DIR", folder, 1);
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
 	starpu_perfmodel_initialize();
-	size_t nver = read_versions(path, ver, sizeof ver / sizeof ver[0]);
+	size_t nver = read_versions(folder, ver, sizeof ver / sizeof ver[0]);
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = symbol_rows(symbols[i], ver, nver, rows, nrows, &cap, err);
+	if (ret != 0) {
+		free(*rows);
+		*rows = NULL;
+		*nrows = 0;
+	}
+	return ret;
+}
+
+int sp_runtime_models(const char *dir, const char *node_type_from, const char *const *symbols,
+		      size_t n, FILE *out, sp_err_t *err)
+{
+	char path[4096];
+	const char *nt = getenv("STARPU_HOSTNAME");
+	size_t nmodel = 0, nuncal = 0, nnoisy = 0, nstale = 0, nrows;
+	unsigned min = sp_runtime_calibration_minimum();
+	sp_model_row_t *rows;
+	int ret = sp_runtime_model_rows(dir, symbols, n, &rows, &nrows, path, sizeof path, err);
+
+	if (ret != 0)
+		return ret;
 	fprintf(out, "# performance models in %s\n", path);
+	if (nt != NULL)
+		fprintf(out, "# node type %s (%s): files SYMBOL.%s\n", nt, node_type_from, nt);
 	fprintf(out, "# %-18s %-18s %-10s %8s %12s %8s %8s  %s\n", "codelet", "worker type",
 		"footprint", "samples", "mean", "spread", "GFLOP/s", "flags");
-	for (size_t i = 0; i < n; i++) {
-		struct starpu_perfmodel model;
-		int rows = 0;
-
-		char mpath[4096];
-		memset(&model, 0, sizeof model);
-		model.type = STARPU_HISTORY_BASED;
-		starpu_perfmodel_get_model_path(symbols[i], mpath, sizeof mpath);
-		if (access(mpath, R_OK) != 0 || starpu_perfmodel_load_symbol(symbols[i], &model) != 0) {
-			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", symbols[i], "-", "-", "0",
-				"-", "-", "-", "uncalibrated: no model yet (run the graph with --calibrate 1)");
+	for (size_t i = 0; i < nrows;) {
+		const char *sym = rows[i].symbol;
+		int bad = 0, noisy = 0, stale = rows[i].stale;
+		if (rows[i].state == SP_MODEL_NONE) {
+			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", sym, "-", "-", "0", "-",
+				"-", "-", "uncalibrated: no model yet (run the graph with --calibrate 1)");
 			nuncal++;
+			i++;
 			continue;
 		}
 		nmodel++;
-		const char *rec = recorded_version(ver, nver, symbols[i]);
-		int stale = rec != NULL && strcmp(rec, code_version(symbols[i])) != 0;
-		int ncomb = starpu_perfmodel_get_narch_combs(), bad = 0, noisy = 0;
-		for (int comb = 0; comb < ncomb; comb++) {
-			struct starpu_perfmodel_arch *a = starpu_perfmodel_arch_comb_fetch(comb);
-			for (unsigned impl = 0; impl < STARPU_MAXIMPLEMENTATIONS; impl++) {
-				struct starpu_perfmodel_per_arch *pa =
-					starpu_perfmodel_get_model_per_arch(&model, a, impl);
-				if (pa == NULL)
-					continue;
-				starpu_perfmodel_get_arch_name(a, arch, sizeof arch, impl);
-				for (struct starpu_perfmodel_history_list *l = pa->list; l != NULL;
-				     l = l->next) {
-					const struct starpu_perfmodel_history_entry *e = l->entry;
-					double nn = e->nsample, mean = nn > 0 ? e->sum / nn : 0.0;
-					double var = nn > 0 ? e->sum2 / nn - mean * mean : 0.0;
-					double rel = mean > 0 ? sqrt(var > 0 ? var : 0) / mean : 0.0;
-					const char *flag =
-						stale ? "stale: calibrated on other code (rerun with --calibrate 2)"
-						: e->nsample < 10 ? "uncalibrated: fewer than 10 samples"
-						: rel > 0.25      ? "noisy: spread above 25 %"
-								  : "";
-					bad |= e->nsample < 10;
-					noisy |= e->nsample >= 10 && rel > 0.25;
-					/* the task's declared flops (STARPU_FLOPS) over its mean time */
-					char gf[32] = "-";
-					if (e->flops > 0 && mean > 0)
-						snprintf(gf, sizeof gf, "%.3g", e->flops / mean * 1e-3);
-					fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %% %8s  %s\n",
-						symbols[i], arch, e->footprint, e->nsample, mean / 1e3,
-						100 * rel, gf, flag);
-					rows++;
-				}
+		for (; i < nrows && rows[i].symbol == sym; i++) {
+			const sp_model_row_t *r = &rows[i];
+			if (r->state == SP_MODEL_EMPTY) {
+				fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", sym, "-", "-", "0",
+					"-", "-", "-", "uncalibrated: the model holds no measurement");
+				bad = 1;
+				continue;
 			}
-		}
-		if (rows == 0) {
-			fprintf(out, "%-20s %-18s %-10s %8s %12s %8s %8s  %s\n", symbols[i], "-", "-", "0",
-				"-", "-", "-", "uncalibrated: the model holds no measurement");
-			bad = 1;
+			char uncal[64];
+			snprintf(uncal, sizeof uncal, "uncalibrated: fewer than %u samples", min);
+			const char *flag = stale ? "stale: calibrated on other code (rerun with --calibrate 2)"
+					   : r->nsample < min ? uncal
+					   : r->spread > 0.25 ? "noisy: spread above 25 %"
+							      : "";
+			bad |= r->nsample < min;
+			noisy |= r->nsample >= min && r->spread > 0.25;
+			/* the task's declared flops (STARPU_FLOPS) over its mean time */
+			char gf[32] = "-";
+			if (r->flops > 0 && r->mean_us > 0)
+				snprintf(gf, sizeof gf, "%.3g", r->flops / r->mean_us * 1e-3);
+			fprintf(out, "%-20s %-18s 0x%08" PRIx32 " %8u %9.3f ms %6.1f %% %8s  %s\n", sym,
+				r->arch, r->footprint, r->nsample, r->mean_us / 1e3, 100 * r->spread, gf,
+				flag);
 		}
 		nuncal += bad != 0;
 		nnoisy += noisy != 0;
 		nstale += stale;
-		starpu_perfmodel_unload_model(&model);
 	}
 	fprintf(out, "# %zu codelet(s): %zu with a model, %zu uncalibrated, %zu noisy, %zu stale; "
-		"calibrate with `starpipe run GRAPH --calibrate 1` on representative inputs\n",
+		"calibrate with `starpipe calibrate GRAPH ITEM...` on representative inputs\n",
 		n, nmodel, nuncal, nnoisy, nstale);
+	free(rows);
 	return 0;
+}
+
+/* sp__models_census (runtime_int.h) */
+void sp__models_census(const sp_graph_t *g)
+{
+	char *syms[256], folder[4096];
+	size_t n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]), nrows = 0;
+	unsigned min = sp_runtime_calibration_minimum();
+	sp_model_row_t *rows = NULL;
+	sp_err_t err = { 0 };
+
+	sp__rt.ncodelets = n;
+	sp__rt.ncalibrated = 0;
+	if (sp_runtime_model_rows(sp__rt.pmdir, (const char *const *)syms, n, &rows, &nrows, folder,
+				  sizeof folder, &err) == 0) {
+		for (size_t i = 0; i < nrows;) {
+			const char *sym = rows[i].symbol;
+			int ok = 0;
+			for (; i < nrows && rows[i].symbol == sym; i++)
+				ok |= rows[i].state == SP_MODEL_MEASURED && rows[i].nsample >= min;
+			sp__rt.ncalibrated += ok;
+		}
+	}
+	free(rows);
+	for (size_t i = 0; i < n; i++)
+		free(syms[i]);
+	/* The reader's state goes, so that starpu_init sets it up afresh (it
+	 * allocates the combinations anew; a second read outside a session
+	 * after this would not: StarPU 1.3 keeps their count, and crashes) */
+	starpu_perfmodel_free_sampling();
 }

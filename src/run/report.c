@@ -369,6 +369,16 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_kv_int(j, "cuda_workers", n[1]);
 	if (sp__rt.cap_note[0] != '\0')
 		sp_json_kv_str(j, "cpu_cap_warning", sp__rt.cap_note);
+	/* this process's (rank 0's under MPI; every rank's under cluster) */
+	sp_json_kv_str(j, "node_type", sp__rt.node_type);
+	sp_json_key(j, "perfmodels");
+	sp_json_begin_object(j);
+	sp_json_kv_str(j, "folder", sp__rt.pmdir);
+	sp_json_kv_str(j, "node_type_from", sp__rt.node_type_from != NULL ? sp__rt.node_type_from : "");
+	sp_json_kv_int(j, "codelets", (long long)sp__rt.ncodelets);
+	sp_json_kv_int(j, "calibrated_codelets", (long long)sp__rt.ncalibrated);
+	sp_json_kv_int(j, "calibrate", sp__rt.calibrate);
+	sp_json_end_object(j);
 	if (batch != NULL)
 		write_batch_figures(j, batch, wall);
 	else

@@ -74,6 +74,19 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	setenv("STARPU_PERF_MODEL_DIR", dir, 1);
 	snprintf(sp__rt.pmdir, sizeof sp__rt.pmdir, "%s", dir);
 	sp__rt.calibrate = c->calibrate;
+	sp__rt.record_versions = c->record_versions;
+	/* StarPU names the models and bus files after STARPU_HOSTNAME: the
+	 * node type, so that nodes of one type share them (sp_runtime_node_type) */
+	sp__rt.node_type_from = sp_runtime_node_type(c->node_type, sp__rt.node_type,
+						      sizeof sp__rt.node_type);
+	if (c->node_type_from != NULL)
+		sp__rt.node_type_from = c->node_type_from;
+	setenv("STARPU_HOSTNAME", sp__rt.node_type, 1);
+	sp__rt.ncodelets = sp__rt.ncalibrated = 0;
+#ifndef SP_SIMGRID
+	if (c->graph != NULL)
+		sp__models_census(c->graph);
+#endif
 	snprintf(num, sizeof num, "%d", c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
 	setenv("STARPU_NWORKER_PER_CUDA", num, 1);
 	if (getenv("STARPU_SILENT") == NULL)
@@ -221,6 +234,16 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 }
 
 unsigned sp_runtime_ncpu_workers(void) { return starpu_cpu_worker_get_count(); }
+
+void sp_runtime_models_seen(sp_runtime_models_seen_t *out)
+{
+	out->node_type = sp__rt.node_type;
+	out->node_type_from = sp__rt.node_type_from;
+	out->folder = sp__rt.pmdir;
+	out->ncodelets = sp__rt.ncodelets;
+	out->ncalibrated = sp__rt.ncalibrated;
+	out->calibrate = sp__rt.calibrate;
+}
 
 void sp_runtime_describe(char *buf, size_t size)
 {

@@ -3,6 +3,7 @@
 #define SP_RUNTIME_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -31,6 +32,11 @@ typedef struct sp_runtime_conf {
 	int cpu_first, cpu_count;  /* cpu_count > 0: CPU workers bound to cores cpu_first ..
 				    * cpu_first + cpu_count - 1 (MPI ranks sharing a node),
 				    * and ncpus -1 means cpu_count */
+	const char *node_type;     /* STARPU_HOSTNAME: the name of the models and bus files
+				    * (sp_runtime_node_type); NULL: the default */
+	const char *node_type_from; /* where node_type came from (sp_runtime_node_type) */
+	int record_versions;       /* with calibrate: record the codelets' code versions
+				    * beside the models (one process per batch: MPI rank 0) */
 } sp_runtime_conf_t;
 
 /* Starts StarPU.  Returns 0 or SP_ESTARPU/SP_ENODEV with err set. */
@@ -122,14 +128,79 @@ char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
 /* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
 double sp_runtime_t0_wall(void);
 
-/* Prints the history-based performance models of `symbols` from the folder
- * dir (NULL or "": the default one; StarPU makes its empty sub-folders
- * there, no model is written): per symbol and
- * worker type, each footprint's samples, mean and relative spread, flagging
- * a model with fewer than 10 samples as uncalibrated and one with a
- * relative spread above 25 % as noisy; then a summary line.  Needs no
- * starpu_init().  Returns 0, or SP_EIO with err set when dir is unusable. */
-int sp_runtime_models(const char *dir, const char *const *symbols, size_t n, FILE *out,
-		      sp_err_t *err);
+/* ---- performance models (models.c) ---- */
+
+/* The node type: the name StarPU files this machine's performance models
+ * and bus measurements under (codelets/45/SYMBOL.NAME, bus/NAME.*: its
+ * STARPU_HOSTNAME), so that every node of one type shares them in a shared
+ * --perfmodel-dir.  At most SP_NODE_TYPE_MAX characters. */
+#define SP_NODE_TYPE_MAX 63
+/* Whether name is a valid node type (letters, digits, '_', '-'; it names
+ * files): 0, or -1 with a one-line reason in msg. */
+int sp_runtime_check_node_type(const char *name, char *msg, size_t len);
+/* The node type into buf: `asked` (--node-type) when not NULL or "", else
+ * STARPU_HOSTNAME, else Slurm's SLURM_JOB_PARTITION (when a valid name),
+ * else the host name up to its first dot (StarPU's default).  Returns where
+ * it came from: "--node-type", "STARPU_HOSTNAME", "Slurm partition" or
+ * "host name". */
+const char *sp_runtime_node_type(const char *asked, char *buf, size_t len);
+
+/* Whether the folder (NULL or "": the default) holds the bus measurements
+ * of node_type (bus/NAME.config): StarPU measures the bus at start and
+ * writes them when it does not. */
+int sp_runtime_bus_measured(const char *perfmodel_dir, const char *node_type);
+
+/* StarPU's calibration threshold: a history model's footprint with fewer
+ * samples is not used (STARPU_CALIBRATE_MINIMUM, default 10). */
+unsigned sp_runtime_calibration_minimum(void);
+
+/* One row of a codelet's history model: its samples for one worker type and
+ * footprint.  A codelet without a model file, or whose model holds no
+ * measurement, has one row saying so. */
+typedef enum { SP_MODEL_MEASURED, SP_MODEL_NONE, SP_MODEL_EMPTY } sp_model_state_t;
+typedef struct sp_model_row {
+	const char *symbol;     /* the caller's string: the rows of a codelet follow each other */
+	sp_model_state_t state;
+	int stale;              /* the model was started with another code version */
+	char arch[64];          /* StarPU's name of the worker type: "cpu0_impl0 (Comb0)" */
+	char key[48];           /* the same, stable from one load to the next */
+	int cuda;               /* a CUDA worker type's */
+	uint32_t footprint;
+	unsigned nsample;
+	double mean_us, spread; /* spread: standard deviation / mean */
+	double flops;           /* the tasks' declared flops */
+} sp_model_row_t;
+
+/* Reads the history-based models of `symbols` for the node type that
+ * STARPU_HOSTNAME names (set it to sp_runtime_node_type's first) from the
+ * folder dir (NULL or "": the default one; StarPU makes its empty
+ * sub-folders there, no model is written): *rows (malloc'd, *nrows of
+ * them), the folder read into `folder`.  Only outside a StarPU session, in
+ * a process that starts none afterwards (sp_runtime_init reads its graph's
+ * models itself): it uses StarPU's model reader as its tools do, and reads
+ * one folder per process.  Returns 0, or SP_EIO when dir is unusable,
+ * SP_ENOMEM. */
+int sp_runtime_model_rows(const char *dir, const char *const *symbols, size_t n,
+			  sp_model_row_t **rows, size_t *nrows, char *folder, size_t flen,
+			  sp_err_t *err);
+
+/* Prints those rows (`starpipe models`): per symbol and worker type, each
+ * footprint's samples, mean and relative spread, flagging a model with
+ * fewer samples than StarPU's threshold as uncalibrated, one with a relative
+ * spread above 25 % as noisy, one started with other code as stale; then a
+ * summary line.  node_type_from: where the node type came from (its line).  Needs no starpu_init().  Returns as sp_runtime_model_rows. */
+int sp_runtime_models(const char *dir, const char *node_type_from, const char *const *symbols,
+		      size_t n, FILE *out, sp_err_t *err);
+
+/* What the session found of its graph's models before it started
+ * (conf.graph; all zero without one): the node type, where it came from,
+ * and how many of the graph's codelets have a calibrated footprint (one
+ * with at least the threshold's samples) for that node type. */
+typedef struct sp_runtime_models_seen {
+	const char *node_type, *node_type_from, *folder;
+	size_t ncodelets, ncalibrated;
+	int calibrate; /* the session's: StarPU writes its models at shutdown when not 0 */
+} sp_runtime_models_seen_t;
+void sp_runtime_models_seen(sp_runtime_models_seen_t *out);
 
 #endif /* SP_RUNTIME_H */

@@ -55,7 +55,11 @@ struct sp__runtime {
 	char sched[64];
 	int heteroprio; /* task priorities are sched_hp.h buckets */
 	char pmdir[4096];   /* the performance models' folder */
+	char node_type[256]; /* STARPU_HOSTNAME: the models' and bus files' name */
+	const char *node_type_from; /* sp_runtime_node_type's answer */
+	size_t ncodelets, ncalibrated; /* the graph's codelets, those with a calibrated footprint */
 	int calibrate;
+	int record_versions;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
 	long cores;
 };
@@ -79,7 +83,14 @@ void sp__progress_stop(void);
 int sp__models_dir(const char *asked, char *dir, size_t len, sp_err_t *err);
 
 /* models.c: records the code version of each codelet that ran whose model
- * has none yet, or was started afresh (--calibrate 2). */
+ * has none yet, or was started afresh (--calibrate 2): when calibrating
+ * (StarPU then writes the models at shutdown) and record_versions. */
 void sp__runtime_update_versions(void);
+
+/* models.c: counts the graph's codelets and those with a calibrated
+ * footprint for the node type into sp__rt (before starpu_init: it reads the
+ * models as StarPU's tools do). */
+struct sp_graph;
+void sp__models_census(const struct sp_graph *g);
 
 #endif /* SP_RUNTIME_INT_H */

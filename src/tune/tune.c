@@ -58,7 +58,7 @@ static const char tune_usage[] =
 /* Options of `run` that take a value, so their value is not taken for the graph. */
 static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output",
 	"--workers-per-gpu", "--perfmodel-dir", "--calibrate", "--inflight", "--progress-every",
-	"--journal", "--shard", "--memory-limit", "--tile", "--sim-count" };
+	"--journal", "--shard", "--memory-limit", "--tile", "--sim-count", "--node-type" };
 /* Options of `run` that tune sets itself for every run. */
 static const char *const owned[] = { "--report", "--trace", "--figures", "--tasks",
 	"--skip-existing", "-q", "--quiet", "-v", "--verbose" };
@@ -458,14 +458,17 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 }
 
 /* Why a child failed: its own first message ("starpipe: ...",
- * "starpipe-sim: ..."), else the first line of its log that is neither
- * StarPU's or SimGrid's ("[starpu]...") nor the indented excerpt under a
- * graph diagnostic (SimGrid also writes unbracketed advice lines). */
+ * "starpipe-sim: ..."), not a warning (a node type without calibrated
+ * models is said before anything fails) unless it said nothing else, else
+ * the first line of its log that is neither StarPU's or SimGrid's
+ * ("[starpu]...") nor the indented excerpt under a graph diagnostic
+ * (SimGrid also writes unbracketed advice lines). */
 void tune_why_failed(const char *out, size_t k, char *buf, size_t len)
 {
 	char path[4200], *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	int own = 0; /* buf holds a warning of starpipe's */
 	snprintf(path, sizeof path, "%s/runs/%04zu.log", out, k + 1);
 	buf[0] = '\0';
 	FILE *f = fopen(path, "r");
@@ -475,8 +478,14 @@ void tune_why_failed(const char *out, size_t k, char *buf, size_t len)
 		if (line[n - 1] == '\n')
 			line[--n] = '\0';
 		if (strncmp(line, "starpipe", 8) == 0) {
-			snprintf(buf, len, "%s", line);
-			break;
+			if (strstr(line, ": warning: ") == NULL) {
+				snprintf(buf, len, "%s", line);
+				break;
+			}
+			if (!own)
+				snprintf(buf, len, "%s", line);
+			own = 1;
+			continue;
 		}
 		if (buf[0] == '\0' && n > 0 && line[0] != '[' && line[0] != ' ' && line[0] != '\t')
 			snprintf(buf, len, "%s", line);

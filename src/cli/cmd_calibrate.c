@@ -1,0 +1,486 @@
+/* starpipe calibrate: runs of a graph with --calibrate 1 until its performance models are calibrated. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cluster.h"
+#include "runtime.h"
+
+/*
+ * DESIGN: each run is `starpipe run GRAPH ... --calibrate 1` in a child, as
+ * starpipe tune runs its configurations: its own StarPU session, which
+ * writes the models at its shutdown, one process at a time (two writing
+ * them at once would lose one's samples).  Between runs the parent reads
+ * the models with StarPU's reader, outside any session
+ * (sp_runtime_model_rows), and compares each row (codelet, worker type,
+ * footprint) with the previous run's.  It goes on while a row under StarPU's
+ * threshold gained samples in the last run; a row that did not is not the
+ * runs' to fill (a footprint of other inputs, a worker type this node
+ * lacks) or got no task from the scheduler.  The runs use dmda unless told
+ * otherwise: with calibration on it sends tasks to the worker types whose
+ * model is not calibrated yet, which is how StarPU calibrates.  StarPU
+ * drops the first measurement of a new footprint ("very often quite bogus",
+ * perfmodel_history.c), so a codelet that runs once per item needs the
+ * threshold plus one items over the runs: give several items to need fewer
+ * runs.
+ */
+
+enum { DEFAULT_MAX_RUNS = 20 };
+
+/* Options of run that take a value (so that theirs is not taken for an
+ * option), and those calibrate sets itself. */
+static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output", "--sched",
+	"--ncpus", "--ncuda", "--workers-per-gpu", "--perfmodel-dir", "--inflight", "--report",
+	"--trace", "--progress-every", "--journal", "--shard", "--memory-limit", "--tile", "--figures",
+	"--tasks", "--sim-count", "--node-type" };
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int is_opt(const char *a, const char *name, const char **val)
+{
+	size_t l = strlen(name);
+	if (strncmp(a, name, l) != 0)
+		return 0;
+	if (a[l] == '\0') {
+		*val = NULL;
+		return 1;
+	}
+	if (a[l] == '=') {
+		*val = a + l + 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int is_valued(const char *a)
+{
+	for (size_t i = 0; i < sizeof valued / sizeof valued[0]; i++)
+		if (strcmp(a, valued[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The run, as a child: its exit status (128 + signal when one ended it), or
+ * -1 when it could not start. */
+static int run_child(char **argv, const char *log)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		/* a run of its own, not a rank of a job that started us (srun) */
+		sp_cluster_forget_launcher();
+		execv(argv[0], argv);
+		fprintf(stderr, "starpipe calibrate: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0) {
+		fprintf(stderr, "starpipe calibrate: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	int st = 0, forwarded = 0;
+	for (;;) {
+		if (stop_signal && !forwarded) {
+			kill(pid, stop_signal);
+			forwarded = 1;
+		}
+		if (waitpid(pid, &st, 0) >= 0 || errno != EINTR)
+			break;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Prints a failed run's log (its first lines), indented. */
+static void show_log(const char *log)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f = fopen(log, "r");
+	while (f != NULL && n < 12 && fgets(line, sizeof line, f) != NULL) {
+		fprintf(stderr, "  %s%s", line, strchr(line, '\n') ? "" : "\n");
+		n++;
+	}
+	if (f != NULL)
+		fclose(f);
+}
+
+/* The CUDA workers of the last run, from its --figures (-1: unknown). */
+static long cuda_workers(const char *figures)
+{
+	char line[512];
+	long n = -1;
+	FILE *f = fopen(figures, "r");
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "cuda_workers\t%ld", &n) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return n;
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The row of rows[0..n) with r's codelet, worker type and footprint. */
+static const sp_model_row_t *find_row(const sp_model_row_t *rows, size_t n, const sp_model_row_t *r)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].state == SP_MODEL_MEASURED && strcmp(rows[i].symbol, r->symbol) == 0 &&
+		    strcmp(rows[i].key, r->key) == 0 && rows[i].footprint == r->footprint)
+			return &rows[i];
+	return NULL;
+}
+
+/* Whether row r changed since `before` (a new row counts). */
+static int moved(const sp_model_row_t *before, size_t nb, const sp_model_row_t *r)
+{
+	const sp_model_row_t *b = find_row(before, nb, r);
+	return b == NULL || b->nsample != r->nsample;
+}
+
+/* The state of the session: every row it has read. */
+struct calib {
+	const char *const *syms;
+	size_t nsyms;
+	const char *dir;
+	char folder[4096];
+	sp_model_row_t *first, *prev, *now;
+	size_t nfirst, nprev, nnow;
+	unsigned min;
+	unsigned char *touched; /* per row of `now`: it gained samples in this session */
+};
+
+/* Reads the models into c->now, remembering which rows moved; 0 or the error said. */
+static int read_rows(struct calib *c)
+{
+	sp_err_t err = { 0 };
+	sp_model_row_t *rows;
+	size_t n;
+	if (sp_runtime_model_rows(c->dir, c->syms, c->nsyms, &rows, &n, c->folder, sizeof c->folder,
+				  &err) != 0) {
+		fprintf(stderr, "starpipe calibrate: %s\n", err.msg);
+		return -1;
+	}
+	unsigned char *t = calloc(n ? n : 1, 1);
+	if (t == NULL) {
+		free(rows);
+		fprintf(stderr, "starpipe calibrate: out of memory\n");
+		return -1;
+	}
+	for (size_t i = 0; c->first != NULL && i < n; i++)
+		t[i] = rows[i].state == SP_MODEL_MEASURED && moved(c->first, c->nfirst, &rows[i]);
+	if (c->prev != c->first)
+		free(c->prev);
+	c->prev = c->now;
+	c->nprev = c->nnow;
+	c->now = rows;
+	c->nnow = n;
+	free(c->touched);
+	c->touched = t;
+	return 0;
+}
+
+/* Whether codelet `sym`'s footprint fp got samples this session on some worker type. */
+static int footprint_touched(const struct calib *c, const char *sym, uint32_t fp)
+{
+	for (size_t i = 0; i < c->nnow; i++)
+		if (c->touched[i] && c->now[i].footprint == fp && strcmp(c->now[i].symbol, sym) == 0)
+			return 1;
+	return 0;
+}
+
+/* The last run's progress: the rows under the threshold, and how many of
+ * them gained samples in it. */
+static void progress(const struct calib *c, size_t *nrows, size_t *nshort, size_t *nmoving,
+		     const sp_model_row_t **fewest)
+{
+	*nrows = *nshort = *nmoving = 0;
+	*fewest = NULL;
+	for (size_t i = 0; i < c->nnow; i++) {
+		const sp_model_row_t *r = &c->now[i];
+		if (r->state != SP_MODEL_MEASURED)
+			continue;
+		++*nrows;
+		if (r->nsample >= c->min)
+			continue;
+		++*nshort;
+		if (moved(c->prev, c->nprev, r)) {
+			++*nmoving;
+			if (*fewest == NULL || r->nsample < (*fewest)->nsample)
+				*fewest = r;
+		}
+	}
+}
+
+/* The summary on stdout; returns the number of rows this node could have
+ * calibrated and did not. */
+static size_t summary(const struct calib *c, long max, int out_of_runs, long ncuda)
+{
+	size_t nok = 0, nnot = 0, nelse = 0, nbad = 0;
+	printf("%-20s %-18s %-10s %7s %7s  %s\n", "# codelet", "worker type", "footprint", "before",
+	       "after", "status");
+	for (size_t i = 0; i < c->nnow; i++) {
+		const sp_model_row_t *r = &c->now[i];
+		if (r->state != SP_MODEL_MEASURED) {
+			printf("%-20s %-18s %-10s %7s %7s  %s\n", r->symbol, "-", "-", "-", "0",
+			       "not run: none of its tasks ran (a variant the graph's parameters do not "
+			       "choose, or a reduction's init, which StarPU runs outside tasks)");
+			nnot++;
+			continue;
+		}
+		const sp_model_row_t *b = find_row(c->first, c->nfirst, r);
+		char before[16] = "-";
+		if (b != NULL)
+			snprintf(before, sizeof before, "%u", b->nsample);
+		const char *why;
+		char buf[160];
+		int bad = 0;
+		if (r->stale) {
+			why = "stale: its samples are of other code (calibrate again with --calibrate 2)";
+			bad = 1;
+		} else if (r->nsample >= c->min) {
+			why = "calibrated";
+			nok++;
+		} else if (c->touched[i]) {
+			if (out_of_runs)
+				snprintf(buf, sizeof buf, "SHORT: out of runs (--max-runs %ld; more items "
+					 "per run need fewer)", max);
+			else
+				snprintf(buf, sizeof buf, "SHORT: the last run gave it no task");
+			why = buf;
+			bad = 1;
+		} else if (r->cuda && ncuda == 0) {
+			why = "not here: this node ran no CUDA worker (no GPU, or --ncuda 0)";
+			nelse++;
+		} else if (!footprint_touched(c, r->symbol, r->footprint)) {
+			why = "not here: a footprint of other inputs (not measured by these runs)";
+			nelse++;
+		} else {
+			why = "SHORT: the scheduler gave this worker type no task (try --sched dmda)";
+			bad = 1;
+		}
+		nbad += bad;
+		printf("%-20s %-18s 0x%08" PRIx32 " %7s %7u  %s\n", r->symbol, r->arch, r->footprint,
+		       before, r->nsample, why);
+	}
+	printf("# %zu footprint(s) calibrated, %zu short, %zu not this node's or these inputs'; "
+	       "%zu codelet(s) not run\n", nok, nbad, nelse, nnot);
+	return nbad;
+}
+
+int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *exe)
+{
+	char nt[256], scratch[4096], log[4200], figures[4200], out[4200], *syms[256];
+	char **cargv = calloc((size_t)argc + 24, sizeof *cargv);
+	const char *from, *tmp = getenv("TMPDIR");
+	int first_calibrate = 1, user_output = 0, status = 0;
+	struct calib c = { 0 };
+	sp_graph_t *g = NULL;
+	sp_diag_t d;
+	size_t n = 0;
+
+	if (cargv == NULL) {
+		fprintf(stderr, "starpipe calibrate: out of memory\n");
+		return EXIT_ITEMS_FAILED;
+	}
+	if (cl->skip_existing) {
+		free(cargv);
+		return cli_usage_error("%s", "calibrate: --skip-existing would skip what the runs "
+				       "must measure");
+	}
+	sp_diag_init(&d, cl->graph);
+	if (sp_graph_load(cl->graph, cl->vars, cl->nvars, &g, &d) != 0) {
+		sp_diag_print(&d, stderr);
+		sp_diag_free(&d);
+		free(cargv);
+		return EXIT_USAGE;
+	}
+	sp_diag_free(&d);
+
+	/* the children's command line: run, what was given but ours, then ours */
+	cargv[n++] = (char *)exe;
+	cargv[n++] = "run";
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v;
+		int mine = is_opt(a, "--max-runs", &v), cal = !mine && is_opt(a, "--calibrate", &v);
+		if (mine || cal) {
+			if (v == NULL)
+				v = i + 1 < argc ? argv[++i] : "";
+			if (cal)
+				first_calibrate = atoi(v); /* checked by the parser */
+			continue;
+		}
+		if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0 || strcmp(a, "-v") == 0 ||
+		    strcmp(a, "--verbose") == 0)
+			continue;
+		cargv[n++] = argv[i];
+		if (is_valued(a) && i + 1 < argc)
+			cargv[n++] = argv[++i];
+	}
+	if (first_calibrate == 0) {
+		sp_graph_free(&g);
+		free(cargv);
+		return cli_usage_error("%s", "calibrate: --calibrate 0 would measure nothing (1, the "
+				       "default, adds samples; 2 starts the models afresh)");
+	}
+	for (size_t i = 0; i < cl->nvars; i++)
+		user_output |= strcmp(cl->vars[i].name, "output") == 0;
+	from = sp_runtime_node_type(cl->node_type, nt, sizeof nt);
+	/* the children name it as we read it */
+	setenv("STARPU_HOSTNAME", nt, 1);
+	snprintf(scratch, sizeof scratch, "%s/starpipe-calibrate.XXXXXX",
+		 tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+	if (mkdtemp(scratch) == NULL) {
+		fprintf(stderr, "starpipe calibrate: cannot create a scratch folder under %s: %s\n",
+			tmp != NULL && tmp[0] == '/' ? tmp : "/tmp", strerror(errno));
+		sp_graph_free(&g);
+		free(cargv);
+		return EXIT_ITEMS_FAILED;
+	}
+	snprintf(log, sizeof log, "%s/run.log", scratch);
+	snprintf(figures, sizeof figures, "%s/run.fig", scratch);
+	snprintf(out, sizeof out, "%s/out", scratch);
+	size_t calarg = n + 1;
+	cargv[n++] = "--calibrate";
+	cargv[n++] = first_calibrate == 2 ? "2" : "1";
+	cargv[n++] = "-q";
+	cargv[n++] = "--figures";
+	cargv[n++] = figures;
+	if (cl->rt[SP_RT_SCHEDULER] == NULL) {
+		cargv[n++] = "--sched";
+		cargv[n++] = "dmda";
+	}
+	if (cl->node_type == NULL) {
+		cargv[n++] = "--node-type";
+		cargv[n++] = nt;
+	}
+	/* the outputs of a graph with an `output` folder go to scratch, unless asked */
+	int scratch_output = 0;
+	for (size_t i = 0; !user_output && i < g->nvars; i++)
+		scratch_output |= strcmp(g->var_names[i], "output") == 0;
+	if (scratch_output) {
+		cargv[n++] = "--output";
+		cargv[n++] = out;
+	}
+	cargv[n] = NULL;
+
+	c.nsyms = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
+	c.syms = (const char *const *)syms;
+	c.dir = cl->rt[SP_RT_PERFMODEL_DIR] != NULL ? cl->rt[SP_RT_PERFMODEL_DIR]
+						       : sp_graph_runtime(g, "perfmodel_dir");
+	c.min = sp_runtime_calibration_minimum();
+	long max = cl->max_runs > 0 ? cl->max_runs : DEFAULT_MAX_RUNS, runs = 0, ncuda = -1;
+	if (read_rows(&c) != 0) {
+		status = EXIT_USAGE;
+		goto done;
+	}
+	c.first = c.now;
+	c.nfirst = c.nnow;
+	if (!cl->quiet)
+		fprintf(stderr, "starpipe calibrate: %s, node type '%s' (%s), models in %s; at most %ld "
+			"run(s) until every footprint they measure has %u samples\n", cl->graph, nt,
+			from, c.folder, max, c.min);
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	double t0 = now_s();
+	int out_of_runs = 0;
+	for (;;) {
+		double t1 = now_s();
+		int rc = run_child(cargv, log);
+		runs++;
+		if (stop_signal) {
+			fprintf(stderr, "starpipe calibrate: interrupted by SIG%s in run %ld\n",
+				sigabbrev_np(stop_signal), runs);
+			status = 128 + stop_signal;
+			break;
+		}
+		if (rc != 0) {
+			fprintf(stderr, "starpipe calibrate: run %ld failed (exit %d); its messages:\n", runs,
+				rc);
+			show_log(log);
+			status = rc == EXIT_USAGE ? EXIT_USAGE : EXIT_ITEMS_FAILED;
+			break;
+		}
+		ncuda = cuda_workers(figures);
+		cargv[calarg] = "1"; /* --calibrate 2 starts afresh once */
+		if (read_rows(&c) != 0) {
+			status = EXIT_ITEMS_FAILED;
+			break;
+		}
+		size_t nrows, nshort, nmoving;
+		const sp_model_row_t *few;
+		progress(&c, &nrows, &nshort, &nmoving, &few);
+		if (!cl->quiet) {
+			fprintf(stderr, "starpipe calibrate: run %ld (%.1f s): %zu of %zu footprint(s) "
+				"calibrated", runs, now_s() - t1, nrows - nshort, nrows);
+			if (few != NULL)
+				fprintf(stderr, "; %zu gaining samples, fewest %s on %s: %u", nmoving,
+					few->symbol, few->arch, few->nsample);
+			fputc('\n', stderr);
+		}
+		if (nmoving == 0)
+			break; /* done, or nothing more these runs can measure */
+		if (runs == max) {
+			out_of_runs = 1;
+			break;
+		}
+	}
+	if (runs > 0 && (status == 0 || stop_signal)) { /* a failed run's messages said it */
+		printf("# starpipe calibrate %s: %ld run(s) in %.1f s; node type '%s' (%s), models in "
+		       "%s; StarPU's threshold: %u samples\n", cl->graph, runs, now_s() - t0, nt, from,
+		       c.folder, c.min);
+		size_t nbad = summary(&c, max, out_of_runs, ncuda);
+		fflush(stdout);
+		if (status == 0 && nbad > 0) {
+			fprintf(stderr, "starpipe calibrate: %zu footprint(s) this node runs are still "
+				"under %u samples\n", nbad, c.min);
+			status = EXIT_ITEMS_FAILED;
+		}
+	}
+done:
+	nftw(scratch, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	if (c.prev != c.first)
+		free(c.prev);
+	if (c.now != c.first)
+		free(c.now);
+	free(c.first);
+	free(c.touched);
+	for (size_t i = 0; i < c.nsyms; i++)
+		free(syms[i]);
+	sp_graph_free(&g);
+	free(cargv);
+	return status;
+}
