@@ -148,43 +148,60 @@ static int set_rt(struct cli *c, enum sp_runtime_param i, const char *value, con
 	return 0;
 }
 
+/* The options of run (and validate, dot, models, calibrate), for getopt_long. */
+static const struct option lo[] = {
+	{ "set", required_argument, NULL, 's' },
+	{ "input", required_argument, NULL, 'i' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "sched", required_argument, NULL, OPT_SCHED },
+	{ "ncpus", required_argument, NULL, OPT_NCPUS },
+	{ "ncuda", required_argument, NULL, OPT_NCUDA },
+	{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
+	{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
+	{ "calibrate", required_argument, NULL, OPT_CALIB },
+	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
+	{ "report", required_argument, NULL, OPT_REPORT },
+	{ "trace", required_argument, NULL, OPT_TRACE },
+	{ "progress-every", required_argument, NULL, OPT_PROGRESS },
+	{ "skip-existing", no_argument, NULL, OPT_SKIP },
+	{ "journal", required_argument, NULL, OPT_JOURNAL },
+	{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
+	{ "shard", required_argument, NULL, OPT_SHARD },
+	{ "tile", required_argument, NULL, OPT_TILE },
+	{ "figures", required_argument, NULL, OPT_FIGURES },
+	{ "tasks", required_argument, NULL, OPT_TASKS },
+	{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
+	{ "node-type", required_argument, NULL, OPT_NODETYPE },
+	{ "max-runs", required_argument, NULL, OPT_MAXRUNS },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+#define SHORT_OPTS "s:i:o:qvhV"
+
+int cli_run_option_takes_value(const char *arg)
+{
+	if (arg[0] == '-' && arg[1] != '-' && arg[1] != '\0' && arg[2] == '\0') {
+		const char *p = strchr(SHORT_OPTS, arg[1]);
+		return p != NULL && p[1] == ':';
+	}
+	if (strncmp(arg, "--", 2) != 0)
+		return 0;
+	for (const struct option *o = lo; o->name != NULL; o++)
+		if (strcmp(arg + 2, o->name) == 0)
+			return o->has_arg == required_argument;
+	return 0;
+}
+
 int cli_parse_args(int argc, char **argv, struct cli *c)
 {
-	static const struct option lo[] = {
-		{ "set", required_argument, NULL, 's' },
-		{ "input", required_argument, NULL, 'i' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "sched", required_argument, NULL, OPT_SCHED },
-		{ "ncpus", required_argument, NULL, OPT_NCPUS },
-		{ "ncuda", required_argument, NULL, OPT_NCUDA },
-		{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
-		{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
-		{ "calibrate", required_argument, NULL, OPT_CALIB },
-		{ "inflight", required_argument, NULL, OPT_INFLIGHT },
-		{ "report", required_argument, NULL, OPT_REPORT },
-		{ "trace", required_argument, NULL, OPT_TRACE },
-		{ "progress-every", required_argument, NULL, OPT_PROGRESS },
-		{ "skip-existing", no_argument, NULL, OPT_SKIP },
-		{ "journal", required_argument, NULL, OPT_JOURNAL },
-		{ "memory-limit", required_argument, NULL, OPT_MEMLIMIT },
-		{ "shard", required_argument, NULL, OPT_SHARD },
-		{ "tile", required_argument, NULL, OPT_TILE },
-		{ "figures", required_argument, NULL, OPT_FIGURES },
-		{ "tasks", required_argument, NULL, OPT_TASKS },
-		{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
-		{ "node-type", required_argument, NULL, OPT_NODETYPE },
-		{ "max-runs", required_argument, NULL, OPT_MAXRUNS },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
 	int o, r = 0;
 	char *end;
 
 	c->inflight = 0; /* 0: sp_run() decides from the workers */
-	while ((o = getopt_long(argc, argv, "s:i:o:qvhV", lo, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, SHORT_OPTS, lo, NULL)) != -1) {
 		switch (o) {
 		case 's': {
 			const char *eq = strchr(optarg, '=');

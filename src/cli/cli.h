@@ -40,6 +40,10 @@ struct cli {
 
 /* args.c */
 int cli_parse_args(int argc, char **argv, struct cli *c);
+/* Whether `arg` ("-s", "--perfmodel-dir") is an option of run that takes
+ * the next argument as its value: for the commands that pass run's options
+ * on to child runs (tune, calibrate), from the one option table. */
+int cli_run_option_takes_value(const char *arg);
 /* Prints "starpipe: MESSAGE" and the --help hint on rank 0 (MPI: every rank
  * has the same command line; rank 0 says it); returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, const char *arg);

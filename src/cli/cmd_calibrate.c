@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "cli.h"
 #include "cluster.h"
 #include "runtime.h"
@@ -37,12 +38,6 @@
 
 enum { DEFAULT_MAX_RUNS = 20 };
 
-/* Options of run that take a value (so that theirs is not taken for an
- * option), and those calibrate sets itself. */
-static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output", "--sched",
-	"--ncpus", "--ncuda", "--workers-per-gpu", "--perfmodel-dir", "--inflight", "--report",
-	"--trace", "--progress-every", "--journal", "--shard", "--memory-limit", "--tile", "--figures",
-	"--tasks", "--sim-count", "--node-type" };
 
 static volatile sig_atomic_t stop_signal;
 
@@ -74,43 +69,23 @@ static int is_opt(const char *a, const char *name, const char **val)
 	return 0;
 }
 
-static int is_valued(const char *a)
+
+/* In the child: a run of its own, not a rank of a job that started us (srun). */
+static void own_run(void *arg)
 {
-	for (size_t i = 0; i < sizeof valued / sizeof valued[0]; i++)
-		if (strcmp(a, valued[i]) == 0)
-			return 1;
-	return 0;
+	(void)arg;
+	sp_cluster_forget_launcher();
 }
 
 /* The run, as a child: its exit status (128 + signal when one ended it), or
  * -1 when it could not start. */
 static int run_child(char **argv, const char *log)
 {
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		/* a run of its own, not a rank of a job that started us (srun) */
-		sp_cluster_forget_launcher();
-		execv(argv[0], argv);
-		fprintf(stderr, "starpipe calibrate: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (pid < 0) {
+	int st, forwarded;
+	if (sp_child_run(argv, log, own_run, NULL, "starpipe calibrate", &stop_signal, &forwarded,
+			 &st) != 0) {
 		fprintf(stderr, "starpipe calibrate: fork: %s\n", strerror(errno));
 		return -1;
-	}
-	int st = 0, forwarded = 0;
-	for (;;) {
-		if (stop_signal && !forwarded) {
-			kill(pid, stop_signal);
-			forwarded = 1;
-		}
-		if (waitpid(pid, &st, 0) >= 0 || errno != EINTR)
-			break;
 	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -345,7 +320,7 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 		    strcmp(a, "--verbose") == 0)
 			continue;
 		cargv[n++] = argv[i];
-		if (is_valued(a) && i + 1 < argc)
+		if (cli_run_option_takes_value(a) && i + 1 < argc)
 			cargv[n++] = argv[++i];
 	}
 	if (first_calibrate == 0) {

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 			snprintf(exe, sizeof exe, "%s", argv[0]);
 		else
 			exe[n] = '\0';
-		return sp_tune_main(argc - 1, argv + 1, exe);
+		return sp_tune_main(argc - 1, argv + 1, exe, cli_run_option_takes_value);
 	}
 	if (argc > 1 && strcmp(argv[1], "calibrate") == 0) {
 		/* runs as children too (cmd_calibrate.c), never StarPU nor MPI

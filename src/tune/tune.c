@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "child.h"
 #include "fsutil.h"
 #include "tune.h"
 #include "tune_int.h"
@@ -55,10 +56,6 @@ static const char tune_usage[] =
 	"the performance models first (starpipe run --calibrate 1): the lower bound\n"
 	"and dmda's choices use them.\n";
 
-/* Options of `run` that take a value, so their value is not taken for the graph. */
-static const char *const valued[] = { "-s", "-i", "-o", "--set", "--input", "--output",
-	"--workers-per-gpu", "--perfmodel-dir", "--calibrate", "--inflight", "--progress-every",
-	"--journal", "--shard", "--memory-limit", "--tile", "--sim-count", "--node-type" };
 /* Options of `run` that tune sets itself for every run. */
 static const char *const owned[] = { "--report", "--trace", "--figures", "--tasks",
 	"--skip-existing", "-q", "--quiet", "-v", "--verbose" };
@@ -202,8 +199,7 @@ static int parse(tune_t *t, int argc, char **argv)
 		t->fwd[t->nfwd++] = argv[i];
 		if (strncmp(a, "--perfmodel-dir=", 16) == 0)
 			t->pmdir = a + 16;
-		if (a[0] == '-' && strchr(a, '=') == NULL &&
-		    in_list(a, valued, sizeof valued / sizeof valued[0]) && i + 1 < argc) {
+		if (a[0] == '-' && strchr(a, '=') == NULL && t->takes_value(a) && i + 1 < argc) {
 			if (strcmp(a, "--perfmodel-dir") == 0)
 				t->pmdir = argv[i + 1];
 			t->fwd[t->nfwd++] = argv[++i];
@@ -364,6 +360,15 @@ static void fmt_dur(char *buf, size_t len, double s)
 		snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
+/* In a --simulate run's child: SimGrid loads the platform before
+ * starpipe-sim starts. */
+static void sim_env(void *arg)
+{
+	const tune_t *t = arg;
+	setenv("STARPU_HOSTNAME", t->simulate, 1);
+	setenv("STARPU_PERF_MODEL_DIR", t->pmdir, 1);
+}
+
 /* Runs configuration c's repeat rep as a child; fills row r. */
 static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 {
@@ -413,37 +418,11 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 
 	*r = (row_t){ .cfg = c, .rep = rep, .status = "crashed", .code = -1 };
 	double t0 = now_s();
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (t->simulate != NULL) {
-			/* SimGrid loads the platform before starpipe-sim starts */
-			setenv("STARPU_HOSTNAME", t->simulate, 1);
-			setenv("STARPU_PERF_MODEL_DIR", t->pmdir, 1);
-		}
-		execv(t->exe, argv);
-		fprintf(stderr, "starpipe tune: cannot run %s: %s\n", t->exe, strerror(errno));
-		_exit(127);
-	}
-	int st = 0;
-	if (pid < 0) {
+	int st = 0, forwarded = 0;
+	if (sp_child_run(argv, logp, t->simulate != NULL ? sim_env : NULL, t, "starpipe tune",
+			 &stop_signal, &forwarded, &st) != 0) {
 		fprintf(stderr, "starpipe tune: fork: %s\n", strerror(errno));
 		return;
-	}
-	/* A kill of tune alone stops its run too. A child that ended before the
-	 * signal came is a complete run and keeps its row. */
-	int forwarded = 0;
-	for (;;) {
-		if (stop_signal && !forwarded) {
-			kill(pid, stop_signal);
-			forwarded = 1;
-		}
-		if (waitpid(pid, &st, 0) >= 0 || errno != EINTR)
-			break;
 	}
 	r->stopped = forwarded;
 	r->wall = now_s() - t0;
@@ -494,9 +473,9 @@ void tune_why_failed(const char *out, size_t k, char *buf, size_t len)
 	fclose(f);
 }
 
-int sp_tune_main(int argc, char **argv, const char *exe)
+int sp_tune_main(int argc, char **argv, const char *exe, int (*takes_value)(const char *opt))
 {
-	tune_t t = { .exe = exe };
+	tune_t t = { .exe = exe, .takes_value = takes_value };
 	char path[4200], eta[32], took[32];
 	sp_err_t err = { 0 };
 	int r = parse(&t, argc, argv);

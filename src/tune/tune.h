@@ -19,9 +19,11 @@
  * deterministic, and its ranking says it is the models'.
  */
 
-/* argv[0] is "tune"; exe is this program (for the children).  Returns the
- * exit status: 0 when every run worked, 1 when some failed, 2 bad usage. */
-int sp_tune_main(int argc, char **argv, const char *exe);
+/* argv[0] is "tune"; exe is this program (for the children); takes_value
+ * says which of run's options take the next argument (the command line's
+ * table: they are passed on to every run).  Returns the exit status: 0
+ * when every run worked, 1 when some failed, 2 bad usage. */
+int sp_tune_main(int argc, char **argv, const char *exe, int (*takes_value)(const char *opt));
 
 /* Writes to out the text of `starpipe models` (listing: what
  * sp_runtime_models() printed, its first line naming the folder), with

@@ -32,6 +32,7 @@ typedef struct row {
 
 typedef struct tune {
 	const char *exe, *graph, *out;
+	int (*takes_value)(const char *opt); /* run's options that take a value */
 	const char *simulate; /* --simulate HOST: the platform's name; NULL: real runs */
 	const char *pmdir;    /* the runs' --perfmodel-dir (the platform lives there) */
 	char sim_exe[4096];
