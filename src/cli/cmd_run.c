@@ -202,7 +202,8 @@ static void say_models(const struct cli *c, const sp_graph_t *g, const sp_runtim
 			"have a calibrated model in %s%s\n", who, seen.node_type, seen.node_type_from,
 			seen.ncalibrated, seen.ncodelets, seen.folder,
 			seen.calibrate != 0 ? "; this process calibrates and writes them" : "");
-	if (p->calibrate == 0 && seen.ncodelets > 0 && seen.ncalibrated == 0)
+	if (p->calibrate == 0 && seen.ncodelets > 0 && seen.ncalibrated == 0 &&
+	    sp_runtime_uses_models())
 		fprintf(stderr, "starpipe: warning: %snode type '%s' has no calibrated performance "
 			"model in %s: the scheduler has no measurement to go by; calibrate with "
 			"`starpipe calibrate %s ITEM... --node-type %s --perfmodel-dir %s`\n", who,

@@ -263,6 +263,12 @@ int sp_runtime_heteroprio(void)
 	return sp__rt.heteroprio;
 }
 
+int sp_runtime_uses_models(void)
+{
+	const char *s = sp__rt.sched;
+	return sp__rt.heteroprio || strstr(s, "dm") != NULL || strstr(s, "heft") != NULL;
+}
+
 unsigned sp_runtime_ncuda_workers(void) { return starpu_cuda_worker_get_count(); }
 
 

@@ -66,6 +66,11 @@ unsigned sp_runtime_ncuda_workers(void);
  * (sched_hp.h), not its stage's `priority:`. */
 int sp_runtime_heteroprio(void);
 
+/* Whether the session's scheduler places tasks by the performance models:
+ * StarPU's dm* and heft ones, and starpipe's heteroprio (its buckets come
+ * from them); lws and eager do not read them. */
+int sp_runtime_uses_models(void);
+
 /* Progress: the batch's item count and completed items. */
 /* "StarPU 1.3.10 (at most 4 CPU workers, 4 CUDA devices; CUDA no)": the
  * library starpipe runs on and the caps it was built with. */
