@@ -101,9 +101,11 @@ int sp_cluster_rank(void) { return cl.rank; }
 int sp_cluster_size(void) { return cl.size; }
 
 /* Launched by a process manager that wires up MPI: Open MPI's mpirun,
- * srun --mpi=pmix, or a PMI-2 launcher.  A plain `starpipe run` is not, and
- * never pays for MPI_Init. */
-static const char *const launcher_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE" };
+ * srun --mpi=pmix, a PMI-2 launcher, or srun --mpi=cray_shasta (HPE's PALS,
+ * for Cray MPICH: it sets PALS_RANKID and no PMI_ variable).  A plain
+ * `starpipe run` is not, and never pays for MPI_Init. */
+static const char *const launcher_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
+					     "PALS_RANKID" };
 #ifdef SP_HAVE_MPI
 static int launched_by_mpi(void)
 {
@@ -134,6 +136,19 @@ int sp_cluster_init(int *argc, char ***argv, sp_err_t *err)
 	cl.started = 1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &cl.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &cl.size);
+	/* srun started several tasks that MPI did not join into one job: its
+	 * PMI (--mpi=) is not the one this library reads, and every task would
+	 * run the whole batch (MPICH 4.0 under --mpi=pmix comes up alone). */
+	const char *ntasks = getenv("SLURM_STEP_NUM_TASKS"), *pmi = getenv("SLURM_MPI_TYPE");
+	if (cl.size == 1 && ntasks != NULL && atoi(ntasks) > 1) {
+		MPI_Finalize();
+		cl.started = 0;
+		return sp_seterr(err, SP_EIO,
+				 "srun started %s tasks but MPI sees 1 rank: srun's PMI (%s%s) is not one "
+				 "that %s reads (doc/cluster.md says which)", ntasks,
+				 pmi != NULL ? "--mpi=" : "slurm.conf's MpiDefault", pmi != NULL ? pmi : "",
+				 SP_MPI_IMPL);
+	}
 	MPI_Comm node;
 	if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, cl.rank, MPI_INFO_NULL, &node) ==
 	    MPI_SUCCESS) {

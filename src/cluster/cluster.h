@@ -13,8 +13,10 @@
 #include "error.h"
 
 /* Starts MPI when this process was launched by mpirun or srun (Open MPI's,
- * PMIx's or PMI's environment variables), with MPI_THREAD_SERIALIZED; does
- * nothing otherwise.  Returns 0, or SP_EIO with err set when MPI refused. */
+ * PMIx's, PMI's or Cray PALS's environment variables), with
+ * MPI_THREAD_SERIALIZED; does nothing otherwise.  Returns 0, or SP_EIO with
+ * err set when MPI refused, or when srun started several tasks but MPI sees
+ * one rank (a PMI the library does not read; MPI is finalized again). */
 int sp_cluster_init(int *argc, char ***argv, sp_err_t *err);
 /* "cluster mode: Open MPI 4.1.4 (mpirun/srun)" or "cluster mode: none
  * (built without MPI; --shard splits batches)". */
