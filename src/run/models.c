@@ -383,7 +383,7 @@ int sp_runtime_model_rows(const char *dir, const char *const *symbols, size_t n,
 		return ret;
 	/* StarPU's reader outside a session, as its tools use it; it keeps
 	 * the folder and the worker-type combinations it met from one read to
-	 * the next (sp__models_census forgets them before a session) */
+	 * the next; a session reads its own models (sp__models_census) */
 	setenv("STARPU_PERF_MODEL_DIR", folder, 1);
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
@@ -462,32 +462,47 @@ int sp_runtime_models(const char *dir, const char *node_type_from, const char *c
 	return 0;
 }
 
+/* Whether the history model of `symbol` (in the session's folder) has a
+ * footprint with at least min samples on some worker type.  Read inside the
+ * session, as sched_hp.c reads its ratios: StarPU 1.3's reader used outside
+ * a session before starpu_init, then freed, crashed a later starpu_init
+ * (seen with the CUDA build, whose init may restart without its GPU). */
+static int symbol_calibrated(const char *symbol, unsigned min)
+{
+	struct starpu_perfmodel model;
+	char path[4096];
+	int ok = 0;
+	memset(&model, 0, sizeof model);
+	model.type = STARPU_HISTORY_BASED;
+	starpu_perfmodel_get_model_path(symbol, path, sizeof path);
+	if (access(path, R_OK) != 0 || starpu_perfmodel_load_symbol(symbol, &model) != 0)
+		return 0;
+	int ncomb = starpu_perfmodel_get_narch_combs();
+	for (int comb = 0; comb < ncomb && !ok; comb++) {
+		struct starpu_perfmodel_arch *a = starpu_perfmodel_arch_comb_fetch(comb);
+		for (unsigned impl = 0; a != NULL && impl < STARPU_MAXIMPLEMENTATIONS; impl++) {
+			struct starpu_perfmodel_per_arch *pa =
+				starpu_perfmodel_get_model_per_arch(&model, a, impl);
+			for (struct starpu_perfmodel_history_list *l = pa != NULL ? pa->list : NULL;
+			     l != NULL && !ok; l = l->next)
+				ok = l->entry != NULL && l->entry->nsample >= min;
+		}
+	}
+	starpu_perfmodel_unload_model(&model);
+	return ok;
+}
+
 /* sp__models_census (runtime_int.h) */
 void sp__models_census(const sp_graph_t *g)
 {
-	char *syms[256], folder[4096];
-	size_t n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]), nrows = 0;
+	char *syms[256];
+	size_t n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
 	unsigned min = sp_runtime_calibration_minimum();
-	sp_model_row_t *rows = NULL;
-	sp_err_t err = { 0 };
 
 	sp__rt.ncodelets = n;
 	sp__rt.ncalibrated = 0;
-	if (sp_runtime_model_rows(sp__rt.pmdir, (const char *const *)syms, n, &rows, &nrows, folder,
-				  sizeof folder, &err) == 0) {
-		for (size_t i = 0; i < nrows;) {
-			const char *sym = rows[i].symbol;
-			int ok = 0;
-			for (; i < nrows && rows[i].symbol == sym; i++)
-				ok |= rows[i].state == SP_MODEL_MEASURED && rows[i].nsample >= min;
-			sp__rt.ncalibrated += ok;
-		}
-	}
-	free(rows);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		sp__rt.ncalibrated += symbol_calibrated(syms[i], min) != 0;
 		free(syms[i]);
-	/* The reader's state goes, so that starpu_init sets it up afresh (it
-	 * allocates the combinations anew; a second read outside a session
-	 * after this would not: StarPU 1.3 keeps their count, and crashes) */
-	starpu_perfmodel_free_sampling();
+	}
 }

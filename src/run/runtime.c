@@ -83,10 +83,6 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		sp__rt.node_type_from = c->node_type_from;
 	setenv("STARPU_HOSTNAME", sp__rt.node_type, 1);
 	sp__rt.ncodelets = sp__rt.ncalibrated = 0;
-#ifndef SP_SIMGRID
-	if (c->graph != NULL)
-		sp__models_census(c->graph);
-#endif
 	snprintf(num, sizeof num, "%d", c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
 	setenv("STARPU_NWORKER_PER_CUDA", num, 1);
 	if (getenv("STARPU_SILENT") == NULL)
@@ -181,6 +177,12 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 	}
 
+#ifndef SP_SIMGRID
+	/* How many of the graph's codelets have calibrated models here (-v,
+	 * the report, the notice of a node type without any) */
+	if (c->graph != NULL)
+		sp__models_census(c->graph);
+#endif
 	/* This StarPU's CPU cap (Debian's binary: 4) must never hide cores
 	 * silently: say so once, here and in the report. */
 #ifdef SP_SIMGRID
