@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime.h"
 #include "test_kinds.h"
 
 static const sp_param_spec_t src_params[] = {
