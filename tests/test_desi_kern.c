@@ -258,13 +258,38 @@ static void test_chi2(void **state)
 		/* the kernels, on the bundle's arrays */
 		const dsk_win_t w = { p.ymin, p.xmin, p.ny, p.nx, SY, SX };
 		const dsk_cols_t cols = { fx->spots, fx->xc, fx->yc, b->fib0, NFULL, b->w0[i], m };
+		/* each block's pass: the ordered list of the columns that meet
+		 * its pixels' rows, then its threads' pixels over that list */
 		memset(chi2, 0xff, npix * sizeof *chi2);
+		int listed = 0, passes = 0;
 		for (unsigned bx = 0; bx < gridx; bx++)
-			for (int tx = DSK_THREADS - 1; tx >= 0; tx--)
-				for (long long q = (long long)bx * DSK_THREADS + tx; q < (long long)npix;
-				     q += (long long)gridx * DSK_THREADS)
+			for (long long base = (long long)bx * DSK_THREADS; base < (long long)npix;
+			     base += (long long)gridx * DSK_THREADS) {
+				const long long last = (base + DSK_THREADS < (long long)npix ? base + DSK_THREADS
+											: (long long)npix) - 1;
+				const int r0 = (int)(base / p.nx), r1 = (int)(last / p.nx);
+				int list[NF * M], nl = 0;
+				for (int j = 0; j < n; j++)
+					if (dsk_chi2_col_meets(&w, &cols, x, j, r0, r1))
+						list[nl++] = j;
+				listed += nl;
+				passes++;
+				for (int tx = DSK_THREADS - 1; tx >= 0; tx--) {
+					const long long q = base + tx;
+					if (q >= (long long)npix)
+						continue;
+					double c2, tp;
+					dsk_chi2_pixel_cols(&w, &cols, list, nl, x, (int)(q / p.nx),
+							    (int)(q % p.nx), wpix[q], wivar[q], p.psferr,
+							    &chi2[q], &tpos[q]);
+					/* the same bits as the sum over every column */
 					dsk_chi2_pixel(&w, &cols, n, x, (int)(q / p.nx), (int)(q % p.nx),
-						       wpix[q], wivar[q], p.psferr, &chi2[q], &tpos[q]);
+						       wpix[q], wivar[q], p.psferr, &c2, &tp);
+					assert_memory_equal(&c2, &chi2[q], sizeof c2);
+					assert_memory_equal(&tp, &tpos[q], sizeof tp);
+				}
+			}
+		assert_true(passes > 0 && listed < passes * n); /* the lists leave columns out */
 		const int ncore = p.core_nf * p.core_nw;
 		for (int tx = 0; tx < DSK_THREADS; tx++)
 			for (int e = tx; e < ncore; e += DSK_THREADS) {
@@ -287,17 +312,46 @@ static void test_chi2(void **state)
 	free(fx);
 }
 
-/* One block of k_decorrelate for a core fibre: C_bb -> Jacobi sweeps -> R,
- * flux, ivar, Rdiags and (xflux, desi_batch_t.xflux) the deconvolved flux
- * into out [nf_out][m], as the kernel's thread loops in order (each loop a
- * phase between two __syncthreads()).  Returns 1 when the block fails (an
- * eigenvalue not > 0). */
+/* decor_finish() of extract_cuda.cu for one block, from the eigenvalues ev
+ * and the row-major eigenvectors V (column k the k-th) of C_bb: R, flux,
+ * ivar, Rdiags and (xflux, desi_batch_t.xflux) the deconvolved flux into
+ * out [nf_out][m], the kernel's thread loops in order.  Returns 1 when the
+ * block fails (an eigenvalue not > 0). */
+static int emulate_finish(double *A, double *V, const double *ev, const double *xb, int m,
+			  int core_w0, int cnw, int ndiag, int xflux, double *out)
+{
+	const int nt = DSK_THREADS;
+	double sv[128];
+	for (int k = 0; k < m; k++)
+		if (!(ev[k] > 0.0))
+			return 1;
+	for (int e = 0; e < m * m; e++)
+		dsk_decor_w(V, ev, m, e);
+	for (int e = 0; e < m * m; e++)
+		A[e] = dsk_decor_q(V, m, e);
+	for (int r = 0; r < m; r++)
+		sv[r] = dsk_decor_rowsum(A, m, r);
+	for (int e = 0; e < m * m; e++)
+		A[e] *= 1.0 / sv[e / m];
+	for (int w = 0; w < cnw; w++)
+		dsk_decor_flux(A, sv, xb, m, core_w0, w, out);
+	for (int e = 0; e < (2 * ndiag + 1) * cnw; e++)
+		dsk_decor_rdiag(A, m, core_w0, ndiag, cnw, e, out);
+	for (int t = 0; xflux && t < nt; t++)
+		for (int w = t; w < cnw; w += nt)
+			dsk_decor_xflux(xb, m, core_w0, 4 + 2 * ndiag + 1, w, out);
+	return 0;
+}
+
+/* One block of k_decorrelate for a core fibre: C_bb -> Jacobi sweeps, as
+ * the kernel's thread loops in order (each loop a phase between two
+ * __syncthreads()), then emulate_finish(). */
 static int emulate_decorrelate(const double *cbb, const double *xb, int m, int core_w0, int cnw,
 			       int ndiag, int xflux, double *out)
 {
 	const int half = (m + 1) / 2, mm = 2 * half, nt = DSK_THREADS;
 	double *A = malloc((size_t)m * m * sizeof *A), *V = malloc((size_t)m * m * sizeof *V);
-	double ev[128], sv[128], cs[64], sn[64];
+	double ev[128], cs[64], sn[64];
 	int pp[64], pq[64], rc = 0;
 	assert_non_null(A);
 	assert_non_null(V);
@@ -324,37 +378,42 @@ static int emulate_decorrelate(const double *cbb, const double *xb, int m, int c
 		if (!flag)
 			break;
 	}
-	for (int k = 0; k < m; k++) {
+	for (int k = 0; k < m; k++)
 		ev[k] = A[k * m + k];
-		if (!(ev[k] > 0.0))
-			rc = 1;
-	}
-	if (rc == 0) {
-		for (int e = 0; e < m * m; e++)
-			dsk_decor_w(V, ev, m, e);
-		for (int e = 0; e < m * m; e++)
-			A[e] = dsk_decor_q(V, m, e);
-		for (int r = 0; r < m; r++)
-			sv[r] = dsk_decor_rowsum(A, m, r);
-		for (int e = 0; e < m * m; e++)
-			A[e] *= 1.0 / sv[e / m];
-		for (int w = 0; w < cnw; w++)
-			dsk_decor_flux(A, sv, xb, m, core_w0, w, out);
-		for (int e = 0; e < (2 * ndiag + 1) * cnw; e++)
-			dsk_decor_rdiag(A, m, core_w0, ndiag, cnw, e, out);
-		for (int t = 0; xflux && t < nt; t++)
-			for (int w = t; w < cnw; w += nt)
-				dsk_decor_xflux(xb, m, core_w0, 4 + 2 * ndiag + 1, w, out);
-	}
+	rc = emulate_finish(A, V, ev, xb, m, core_w0, cnw, ndiag, xflux, out);
 	free(A);
 	free(V);
 	return rc;
 }
 
+/* SP_DESI_EIGEN=syevb's route for one block: cusolverDnXsyevBatched on the
+ * column-major C_bb (lower, lda m) replayed as LAPACK dsyevd, then
+ * k_decor_finish (column-major vectors to row-major V), emulate_finish(). */
+static int emulate_syevb(const double *cbb, const double *xb, int m, int core_w0, int cnw,
+			 int ndiag, int xflux, double *out)
+{
+	double *A = malloc((size_t)m * m * sizeof *A), *V = malloc((size_t)m * m * sizeof *V);
+	double ev[128];
+	assert_non_null(A);
+	assert_non_null(V);
+	memcpy(A, cbb, (size_t)m * m * sizeof *A);
+	int info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', m, A, m, ev);
+	for (int e = 0; e < m * m; e++)
+		V[(e % m) * m + e / m] = A[e];
+	for (int k = 0; k < m; k++)
+		ev[k] = info == 0 ? ev[k] : -1.0;
+	int rc = emulate_finish(A, V, ev, xb, m, core_w0, cnw, ndiag, xflux, out);
+	free(A);
+	free(V);
+	return rc;
+}
+
+static void emulate_solve(const double *L, int n, double *x);
+
 /* desi_decorrelate_batch_cuda()'s library calls and kernels for one patch,
  * on the host with the same arguments (sizes, leading dimensions, strides,
- * column-major): cusolverDnDpotrfBatched/potrsBatched as LAPACK
- * dpotrf/dpotrs, k_eye, cublasDtrsmBatched as cblas_dtrsm,
+ * column-major): cusolverDnDpotrfBatched as LAPACK dpotrf, k_solve
+ * (emulate_solve), k_eye, cublasDtrsmBatched as cblas_dtrsm,
  * cublasDgemmStridedBatched as cblas_dgemm per core fibre, then
  * k_decorrelate; against desi_decorrelate_cpu() (band Cholesky, selected
  * inverse, dsyevd: another algorithm) from the same normal equations.
@@ -398,14 +457,18 @@ static void test_decorrelate(void **state)
 		memcpy(C, icov, (size_t)n * n * sizeof *C);
 		memcpy(xd, y, (size_t)n * sizeof *xd);
 		assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, C, n), 0);
-		assert_int_equal(LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, C, n, xd, n), 0);
+		emulate_solve(C, n, xd);
 		for (int j = 0; j < n; j++)
 			assert_true(fabs(xd[j] - x[j]) <= 1e-11 * (1.0 + fabs(x[j])));
+		const size_t first = (size_t)p.core_f0 * m;
 		for (int t = 0; t < DSK_THREADS; t++) /* k_eye, one patch */
 			for (size_t e = (size_t)t; e < (size_t)n * K; e += DSK_THREADS)
-				Z[e] = dsk_eye(e, (size_t)n, (size_t)K, (size_t)p.core_f0 * m);
-		cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, K, 1.0,
-			    C, n, Z, n);
+				Z[e] = dsk_eye(e, (size_t)n, (size_t)K, first);
+		/* the trailing rows only, from dsk_trailing()'s pointers (lda n) */
+		double *pl[1], *pzt[1];
+		dsk_trailing(0, (size_t)n, (size_t)K, first, C, Z, pl, pzt);
+		cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit,
+			    n - (int)first, K, 1.0, pl[0], n, pzt[0], n);
 		for (int bb = 0; bb < p.core_nf; bb++) /* strided batch: n m apart, C_bb m m apart */
 			cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, m, m, n, 1.0,
 				    Z + (size_t)bb * n * m, n, Z + (size_t)bb * n * m, n, 0.0,
@@ -414,27 +477,33 @@ static void test_decorrelate(void **state)
 			const int f = p.core_f0 + fc, cnw = p.core_nw;
 			double out[(4 + 5 + 1) * M];
 			assert_int_equal(nd, 5);
-			assert_int_equal(emulate_decorrelate(cbb + (size_t)fc * m * m, xd + f * m, m,
-							     p.core_w0, cnw, p.ndiag, 1, out), 0);
-			double fbig = 0.0, ibig = 0.0, xbig = 0.0, df = 0.0, di = 0.0, dr = 0.0, dx = 0.0;
-			for (int w = 0; w < cnw; w++) {
-				fbig = fmax(fbig, fabs(flux[fc * cnw + w]));
-				ibig = fmax(ibig, fabs(iv[fc * cnw + w]));
-				df = fmax(df, fabs(out[w] - flux[fc * cnw + w]));
-				di = fmax(di, fabs(out[m + w] - iv[fc * cnw + w]));
-				for (int k = 0; k < nd; k++)
-					dr = fmax(dr, fabs(out[(4 + k) * m + w] - rd[((size_t)fc * nd + k) * cnw + w]));
-				/* the deconvolved flux: the CPU's x (its band solve) */
-				xbig = fmax(xbig, fabs(x[f * m + p.core_w0 + w]));
-				dx = fmax(dx, fabs(out[(4 + nd) * m + w] - x[f * m + p.core_w0 + w]));
+			for (int route = 0; route < 2; route++) {
+				if (route == 0)
+					assert_int_equal(emulate_decorrelate(cbb + (size_t)fc * m * m, xd + f * m, m,
+									     p.core_w0, cnw, p.ndiag, 1, out), 0);
+				else
+					assert_int_equal(emulate_syevb(cbb + (size_t)fc * m * m, xd + f * m, m,
+								       p.core_w0, cnw, p.ndiag, 1, out), 0);
+				double fbig = 0.0, ibig = 0.0, xbig = 0.0, df = 0.0, di = 0.0, dr = 0.0, dx = 0.0;
+				for (int w = 0; w < cnw; w++) {
+					fbig = fmax(fbig, fabs(flux[fc * cnw + w]));
+					ibig = fmax(ibig, fabs(iv[fc * cnw + w]));
+					df = fmax(df, fabs(out[w] - flux[fc * cnw + w]));
+					di = fmax(di, fabs(out[m + w] - iv[fc * cnw + w]));
+					for (int k = 0; k < nd; k++)
+						dr = fmax(dr, fabs(out[(4 + k) * m + w] - rd[((size_t)fc * nd + k) * cnw + w]));
+					/* the deconvolved flux: the CPU's x (its band solve) */
+					xbig = fmax(xbig, fabs(x[f * m + p.core_w0 + w]));
+					dx = fmax(dx, fabs(out[(4 + nd) * m + w] - x[f * m + p.core_w0 + w]));
+				}
+				assert_true(fbig > 0.0 && ibig > 0.0 && xbig > 0.0);
+				worst = fmax(worst, fmax(fmax(df / fbig, dx / xbig), fmax(di / ibig, dr)));
+				if (df > 1e-11 * fbig || di > 1e-11 * ibig || dr > 1e-11 || dx > 1e-11 * xbig)
+					print_message("# patch %d fibre %d: flux %.3g ivar %.3g rdiag %.3g x %.3g\n",
+						      i, fc, df / fbig, di / ibig, dr, dx / xbig);
+				assert_true(df <= 1e-11 * fbig && di <= 1e-11 * ibig && dr <= 1e-11 &&
+					    dx <= 1e-11 * xbig);
 			}
-			assert_true(fbig > 0.0 && ibig > 0.0 && xbig > 0.0);
-			worst = fmax(worst, fmax(fmax(df / fbig, dx / xbig), fmax(di / ibig, dr)));
-			if (df > 1e-11 * fbig || di > 1e-11 * ibig || dr > 1e-11 || dx > 1e-11 * xbig)
-				print_message("# patch %d fibre %d: flux %.3g ivar %.3g rdiag %.3g x %.3g\n",
-					      i, fc, df / fbig, di / ibig, dr, dx / xbig);
-			assert_true(df <= 1e-11 * fbig && di <= 1e-11 * ibig && dr <= 1e-11 &&
-				    dx <= 1e-11 * xbig);
 		}
 		free(work);
 		free(C);
@@ -624,6 +693,90 @@ static void test_pointers(void **state)
 	}
 	assert_ptr_equal(pz[NP - 1] + n * k, z + sizeof z / sizeof z[0]);
 	assert_ptr_equal(pa[NP - 1] + n * n, icov + sizeof icov / sizeof icov[0]);
+	/* the trailing solve: L[first][first] of patch i, Z[first][0] of block i */
+	const size_t first = M; /* core_f0 = 1 */
+	double *pl[NP], *pzt[NP];
+	for (int i = 0; i < NP; i++)
+		dsk_trailing(i, n, k, first, icov, z, pl, pzt);
+	for (int i = 0; i < NP; i++) {
+		assert_ptr_equal(pl[i], &pa[i][first * n + first]);
+		assert_ptr_equal(pzt[i], &pz[i][first]);
+		/* the last column's last row stays inside patch i's blocks */
+		assert_true(pl[i] + (n - first - 1) * n + (n - first - 1) < pa[i] + n * n);
+		assert_true(pzt[i] + (k - 1) * n + (n - first - 1) < pz[i] + n * k);
+	}
+}
+
+/* k_solve<<<1, THREADS>>> for one patch, phase by phase (each loop a phase
+ * between two __syncthreads()): x = L'^-1 L^-1 y in place. */
+static void emulate_solve(const double *L, int n, double *x)
+{
+	double d[DSK_NB * DSK_NB];
+	for (int kb = 0; kb < n; kb += DSK_NB) {
+		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+		memset(d, 0xff, sizeof d);
+		for (int t = 0; t < DSK_THREADS; t++)
+			for (int e = t; e < DSK_NB * DSK_NB; e += DSK_THREADS)
+				dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
+		dsk_trsv_fwd_diag(d, nb, x + kb);
+		for (int t = DSK_THREADS - 1; t >= 0; t--)
+			for (int i = kb + nb + t; i < n; i += DSK_THREADS)
+				dsk_trsv_fwd_row(L, (size_t)n, kb, nb, i, x);
+	}
+	for (int kb = (n - 1) / DSK_NB * DSK_NB; kb >= 0; kb -= DSK_NB) {
+		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+		memset(d, 0xff, sizeof d);
+		for (int t = 0; t < DSK_THREADS; t++)
+			for (int e = t; e < DSK_NB * DSK_NB; e += DSK_THREADS)
+				dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
+		dsk_trsv_bwd_diag(d, nb, x + kb);
+		for (int t = DSK_THREADS - 1; t >= 0; t--)
+			for (int j = t; j < kb; j += DSK_THREADS)
+				dsk_trsv_bwd_col(L, (size_t)n, kb, nb, j, x);
+	}
+}
+
+/* k_solve against LAPACK's dpotrs on random SPD matrices whose size is and
+ * is not a multiple of DSK_NB: x to 1e-12 of its largest element. */
+static void test_solve(void **state)
+{
+	(void)state;
+	static const int sizes[] = { 1, 31, 32, 33, 64, 97, 150 };
+	uint64_t seed = 7;
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		const int n = sizes[s];
+		double *A = malloc((size_t)n * n * sizeof *A), *G = malloc((size_t)n * n * sizeof *G);
+		double *L = malloc((size_t)n * n * sizeof *L), *x = malloc((size_t)n * sizeof *x);
+		double *xr = malloc((size_t)n * sizeof *xr), *y = malloc((size_t)n * sizeof *y);
+		assert_true(A && G && L && x && xr && y);
+		for (int e = 0; e < n * n; e++)
+			G[e] = uniform(&seed) - 0.5;
+		/* A = G G' + n I: SPD, condition ~10 */
+		cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0, G, n, G, n, 0.0, A, n);
+		for (int j = 0; j < n; j++) {
+			A[(size_t)j * n + j] += n;
+			y[j] = 10 * uniform(&seed) - 5;
+		}
+		memcpy(L, A, (size_t)n * n * sizeof *L);
+		assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, L, n), 0);
+		memcpy(x, y, (size_t)n * sizeof *x);
+		memcpy(xr, y, (size_t)n * sizeof *xr);
+		emulate_solve(L, n, x);
+		assert_int_equal(LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, L, n, xr, n), 0);
+		double big = 0.0, dev = 0.0;
+		for (int j = 0; j < n; j++) {
+			big = fmax(big, fabs(xr[j]));
+			dev = fmax(dev, fabs(x[j] - xr[j]));
+		}
+		assert_true(big > 0.0);
+		assert_true(dev <= 1e-12 * big);
+		free(A);
+		free(G);
+		free(L);
+		free(x);
+		free(xr);
+		free(y);
+	}
 }
 
 int main(void)
@@ -633,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_normal_left),
 		cmocka_unit_test(test_normal_inner),
 		cmocka_unit_test(test_decorrelate),
+		cmocka_unit_test(test_solve),
 		cmocka_unit_test(test_chi2),
 		cmocka_unit_test(test_spots),
 		cmocka_unit_test(test_write),

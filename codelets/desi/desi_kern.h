@@ -197,25 +197,58 @@ DSK_FN void dsk_chi2_from_model(double model, double pix, double ivar, double ps
 	*tpos = t > 0.0 ? 1.0 : 0.0;
 }
 
-/* k_chi2pix's body: the model at window pixel (r, q), the columns in order
- * (those with x[j] = 0 skipped, as the CPU's), then dsk_chi2_from_model(). */
+/* Column j's term of the model at window pixel (r, q), added to *model
+ * when x[j] != 0 and its clipped spot covers the pixel. */
+DSK_FN void dsk_chi2_term(const dsk_win_t *w, const dsk_cols_t *c, const double *x, int j, int r,
+			  int q, double *model)
+{
+	dsk_rect_t rc;
+	if (x[j] == 0.0)
+		return;
+	size_t sj = dsk_col(c, j);
+	if (!dsk_rect(w, c->xc[sj], c->yc[sj], &rc))
+		return;
+	if (r < rc.y0 || r >= rc.y1 || q < rc.x0 || q >= rc.x1)
+		return;
+	const size_t ss = (size_t)w->sy * w->sx;
+	*model = DSK_ADD(*model, DSK_MUL(x[j], c->spots[sj * ss + (r - rc.oy) * w->sx + (q - rc.ox)]));
+}
+
+/* The model at window pixel (r, q), the columns in order (those with
+ * x[j] = 0 skipped, as the CPU's), then dsk_chi2_from_model(). */
 DSK_FN void dsk_chi2_pixel(const dsk_win_t *w, const dsk_cols_t *c, int n, const double *x,
 			   int r, int q, double pix, double ivar, double psferr, double *chi2,
 			   double *tpos)
 {
-	const size_t ss = (size_t)w->sy * w->sx;
 	double model = 0.0;
-	for (int j = 0; j < n; j++) {
-		dsk_rect_t rc;
-		if (x[j] == 0.0)
-			continue;
-		size_t sj = dsk_col(c, j);
-		if (!dsk_rect(w, c->xc[sj], c->yc[sj], &rc))
-			continue;
-		if (r < rc.y0 || r >= rc.y1 || q < rc.x0 || q >= rc.x1)
-			continue;
-		model = DSK_ADD(model, DSK_MUL(x[j], c->spots[sj * ss + (r - rc.oy) * w->sx + (q - rc.ox)]));
-	}
+	for (int j = 0; j < n; j++)
+		dsk_chi2_term(w, c, x, j, r, q, &model);
+	dsk_chi2_from_model(model, pix, ivar, psferr, chi2, tpos);
+}
+
+/* Whether column j can add to a pixel of window rows [r0, r1]: x[j] != 0
+ * and its clipped spot meets those rows.  k_chi2pix lists these columns
+ * for its block's pixels, in order, before its pixels' sums. */
+DSK_FN int dsk_chi2_col_meets(const dsk_win_t *w, const dsk_cols_t *c, const double *x, int j,
+			      int r0, int r1)
+{
+	dsk_rect_t rc;
+	if (x[j] == 0.0)
+		return 0;
+	size_t sj = dsk_col(c, j);
+	return dsk_rect(w, c->xc[sj], c->yc[sj], &rc) && rc.y0 <= r1 && rc.y1 > r0;
+}
+
+/* k_chi2pix's body: dsk_chi2_pixel() over the listed columns only (the
+ * ascending list of those that meet the pixel's rows): the columns it
+ * leaves out add nothing, so the sum is dsk_chi2_pixel()'s bit for bit. */
+DSK_FN void dsk_chi2_pixel_cols(const dsk_win_t *w, const dsk_cols_t *c, const int *cols, int ncols,
+				const double *x, int r, int q, double pix, double ivar,
+				double psferr, double *chi2, double *tpos)
+{
+	double model = 0.0;
+	for (int k = 0; k < ncols; k++)
+		dsk_chi2_term(w, c, x, cols[k], r, q, &model);
 	dsk_chi2_from_model(model, pix, ivar, psferr, chi2, tpos);
 }
 
@@ -281,6 +314,76 @@ DSK_FN void dsk_pointers(int i, size_t n, size_t k, double *icov, double *x, dou
 	px[i] = x + (size_t)i * n;
 	pz[i] = z + (size_t)i * n * k;
 	fail[i] = 0;
+}
+
+/* The triangular solve's pointers for patch i: Z = L^-1 E has exact zeros
+ * above row `first` (E's first non-zero row, core_f0 m; L is lower
+ * triangular), so cublasDtrsmBatched solves only the trailing n - first
+ * rows: L's trailing diagonal block (pl, lda n) against Z's trailing rows
+ * (pzt, ldb n).  (Five calls, one per core fibre block, each on its own
+ * trailing rows, were slower on an H200: 1.4-1.7 ms against 1.2-1.3 ms
+ * per subbundle, doc/gpu.md.) */
+DSK_FN void dsk_trailing(int i, size_t n, size_t k, size_t first, double *icov, double *z,
+			 double **pl, double **pzt)
+{
+	pl[i] = icov + (size_t)i * n * n + first * (n + 1);
+	pzt[i] = z + (size_t)i * n * k + first;
+}
+
+/* ---- k_solve: x = L'^-1 L^-1 y for one patch, in blocks of DSK_NB ----
+ *
+ * L: the Cholesky factor (lower, column-major, lda n) that
+ * cusolverDnDpotrfBatched leaves in iCov; x: y on entry, in shared memory.
+ * Forward, block by block: the block's DSK_NB x DSK_NB triangle is solved
+ * by one thread (dsk_trsv_fwd_diag), then every row below takes the
+ * block's contribution (dsk_trsv_fwd_row, one thread per row).  Backward
+ * the same with L' from the last block (dsk_trsv_bwd_diag,
+ * dsk_trsv_bwd_col, one thread per earlier unknown).  d: the block's
+ * triangle, copied column-major (ld DSK_NB) from L. */
+#define DSK_NB 32
+
+DSK_FN void dsk_trsv_fwd_diag(const double *d, int nb, double *xb)
+{
+	for (int j = 0; j < nb; j++) {
+		xb[j] = DSK_DIV(xb[j], d[j * DSK_NB + j]);
+		for (int l = j + 1; l < nb; l++)
+			xb[l] = DSK_SUB(xb[l], DSK_MUL(d[j * DSK_NB + l], xb[j]));
+	}
+}
+
+/* Row i (below the block [kb, kb + nb)): x[i] -= L[i][kb..] . x[kb..]. */
+DSK_FN void dsk_trsv_fwd_row(const double *L, size_t n, int kb, int nb, int i, double *x)
+{
+	double acc = 0.0;
+	for (int j = 0; j < nb; j++)
+		acc = DSK_ADD(acc, DSK_MUL(L[(size_t)(kb + j) * n + (size_t)i], x[kb + j]));
+	x[i] = DSK_SUB(x[i], acc);
+}
+
+DSK_FN void dsk_trsv_bwd_diag(const double *d, int nb, double *xb)
+{
+	for (int j = nb - 1; j >= 0; j--) {
+		xb[j] = DSK_DIV(xb[j], d[j * DSK_NB + j]);
+		for (int l = 0; l < j; l++)
+			xb[l] = DSK_SUB(xb[l], DSK_MUL(d[l * DSK_NB + j], xb[j]));
+	}
+}
+
+/* Unknown j (before the block [kb, kb + nb)): x[j] -= L[kb..][j] . x[kb..]. */
+DSK_FN void dsk_trsv_bwd_col(const double *L, size_t n, int kb, int nb, int j, double *x)
+{
+	double acc = 0.0;
+	for (int i = 0; i < nb; i++)
+		acc = DSK_ADD(acc, DSK_MUL(L[(size_t)j * n + (size_t)(kb + i)], x[kb + i]));
+	x[j] = DSK_SUB(x[j], acc);
+}
+
+/* Element e of block [kb, kb + nb)'s triangle into d (column-major, ld DSK_NB). */
+DSK_FN void dsk_trsv_load(const double *L, size_t n, int kb, int nb, int e, double *d)
+{
+	const int r = e % DSK_NB, c = e / DSK_NB;
+	if (r < nb && c < nb)
+		d[e] = L[(size_t)(kb + c) * n + (size_t)(kb + r)];
 }
 
 /* k_eye's element e of Z, the core columns of the identity, column-major

@@ -3,8 +3,11 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 #include <float.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "extract.h"
@@ -38,26 +41,29 @@ extern "C" {
  *     fluxweight are the CPU's bit for bit.  k_regularise adds step 2;
  *     k_pointers makes the batched calls' pointer arrays (phase 2).
  *  3. cusolverDnDpotrfBatched (lower) factors every iCov in place;
- *     cusolverDnDpotrsBatched (nrhs = 1, its only case) turns y into x.
+ *     k_solve (one block per patch: blocked forward and back substitution,
+ *     x in shared memory) turns y into x.
  *  4. C_bb, the diagonal fibre blocks of iCov^-1, for the core fibres:
  *     Z = L^-1 E (E: the core columns of the identity, n x core_nf nwave),
- *     cublasDtrsmBatched, then C_bb = Z_b' Z_b, cublasDgemmStridedBatched
- *     over every (patch, core fibre).  Dense: ~1e8 flops per patch, which
- *     a GPU does in well under a millisecond.
- *  5. k_decorrelate, one block per (patch, core fibre): Q_bb = C_bb^-1/2
- *     by a cyclic Jacobi eigendecomposition of the m x m block (m = nwave
- *     = 74) in shared memory (2 m^2 doubles, 88 KB; opt-in above 48 KB),
- *     parallel ordering (round robin, m/2 disjoint rotations per step),
- *     rotations while |a_pq| > DBL_EPSILON sqrt(a_pp a_qq), at most 40 sweeps.
- *     cuSOLVER has no fit: syevjBatched takes n <= 32 only, and syevd or
- *     syevj one block at a time would be ~250 library calls per
- *     subbundle.  Then, as block_finish() in extract_cpu.c: Q = W W' with
+ *     cublasDtrsmBatched on Z's rows from the first core fibre's (those
+ *     above are 0), then C_bb = Z_b' Z_b, cublasDgemmStridedBatched over
+ *     every (patch, core fibre).
+ *  5. Q_bb = C_bb^-1/2 from the eigendecomposition of each m x m block
+ *     (m = nwave = 74): in CUDA 13 builds cusolverDnXsyevBatched over all
+ *     the chunk's blocks, then k_decor_finish, one block per (patch, core
+ *     fibre); before CUDA 13 (no batched syev for n > 32) k_decorrelate, a
+ *     cyclic Jacobi eigensolver in one block per (patch, core fibre) in
+ *     shared memory (2 m^2 doubles, 88 KB; opt-in above 48 KB), parallel
+ *     ordering (round robin, m/2 disjoint rotations per step), rotations
+ *     while |a_pq| > DBL_EPSILON sqrt(a_pp a_qq), at most 40 sweeps: 3.6x
+ *     slower on an H200 (doc/gpu.md).  Then (decor_finish), as
+ *     block_finish() in extract_cpu.c: Q = W W' with
  *     W = V diag(ev^-1/4), s = row sums, R = Q / s, flux = R x, ivar = s^2,
  *     the resolution diagonals; with xflux, the deconvolved flux x of the
  *     core too (the 2-D model's flux, desi.write model=true).
- *  6. k_chi2pix (per pixel: model = A x, in the CPU's column order, and
- *     the chi2 and tivar > 0 maps), k_chi2core (per core column:
- *     chi2pix, pixmask_fraction).
+ *  6. k_chi2pix (per pixel: model = A x, in the CPU's column order over
+ *     the columns that meet the block's rows, and the chi2 and tivar > 0
+ *     maps), k_chi2core (per core column: chi2pix, pixmask_fraction).
  *  7. k_write: the core into the rows as floats, flux / dw, ivar dw^2.
  * Numerical failures stay on the device: a patch whose potrf info is not
  * 0, or whose C_bb has an eigenvalue that is not > 0 (NaN included),
@@ -104,7 +110,8 @@ static_assert(sizeof(common) + sizeof(geom) + 12 * sizeof(void *) < 4000,
 struct layout {
 	int cap;                  /* patches per chunk */
 	size_t pixcap;            /* window pixels per chunk */
-	size_t pix, ivar, chi2, tpos, z, c, core, pa, pz, px, info, info_rs, fail;
+	size_t pix, ivar, chi2, tpos, z, c, core, pa, pz, px, pl, pzt, info, info_rs, fail;
+	size_t ev, einfo; /* the batched eigensolver's eigenvalues and infos (eigen=syevb) */
 	size_t total;
 };
 
@@ -159,9 +166,13 @@ static layout make_layout(const desi_batch_t *b, phase ph)
 	L.pa = take(&at, P * sizeof(double *));
 	L.pz = take(&at, P * sizeof(double *));
 	L.px = take(&at, P * sizeof(double *));
+	L.pl = take(&at, P * sizeof(double *));
+	L.pzt = take(&at, P * sizeof(double *));
 	L.info = take(&at, P * sizeof(int));
 	L.info_rs = take(&at, sizeof(int));
 	L.fail = take(&at, P * sizeof(int));
+	L.ev = take(&at, P * (size_t)b->p.core_nf * m * sizeof(double));
+	L.einfo = take(&at, P * (size_t)b->p.core_nf * sizeof(int));
 	L.total = at;
 	return L;
 }
@@ -244,12 +255,55 @@ __global__ void k_regularise(common c, double *icov, const double *fwv)
 
 /* The batched calls' pointer arrays and the failure flags, one thread per patch. */
 __global__ void k_pointers(common c, int np, double *icov, double *x, double *z, double **pa,
-			   double **px, double **pz, int *fail)
+			   double **px, double **pz, double **pl, double **pzt, int *fail)
 {
 	const int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= np)
 		return;
 	dsk_pointers(i, (size_t)c.n, (size_t)c.core_nf * c.m, icov, x, z, pa, px, pz, fail);
+	dsk_trailing(i, (size_t)c.n, (size_t)c.core_nf * c.m, (size_t)c.core_f0 * c.m, icov, z, pl,
+		     pzt);
+}
+
+/* x = L'^-1 L^-1 y for patch blockIdx.x, in place (desi_kern.h's k_solve):
+ * x in shared memory (n doubles) with the current block's triangle
+ * (DSK_NB^2).  cusolverDnDpotrsBatched (nrhs 1) took 1.8 ms per subbundle
+ * on an H200 and two cublasDtrsmBatched 1.4 ms (doc/gpu.md). */
+__global__ void k_solve(common c, double *const *pa, double *const *px)
+{
+	extern __shared__ double shs[];
+	const int n = c.n, tid = threadIdx.x, nt = blockDim.x;
+	double *d = shs, *x = shs + DSK_NB * DSK_NB;
+	const double *L = pa[blockIdx.x];
+	double *xg = px[blockIdx.x];
+	for (int e = tid; e < n; e += nt)
+		x[e] = xg[e];
+	for (int kb = 0; kb < n; kb += DSK_NB) {
+		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+		for (int e = tid; e < DSK_NB * DSK_NB; e += nt)
+			dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
+		__syncthreads();
+		if (tid == 0)
+			dsk_trsv_fwd_diag(d, nb, x + kb);
+		__syncthreads();
+		for (int i = kb + nb + tid; i < n; i += nt)
+			dsk_trsv_fwd_row(L, (size_t)n, kb, nb, i, x);
+		__syncthreads();
+	}
+	for (int kb = (n - 1) / DSK_NB * DSK_NB; kb >= 0; kb -= DSK_NB) {
+		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+		for (int e = tid; e < DSK_NB * DSK_NB; e += nt)
+			dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
+		__syncthreads();
+		if (tid == 0)
+			dsk_trsv_bwd_diag(d, nb, x + kb);
+		__syncthreads();
+		for (int j = tid; j < kb; j += nt)
+			dsk_trsv_bwd_col(L, (size_t)n, kb, nb, j, x);
+		__syncthreads();
+	}
+	for (int e = tid; e < n; e += nt)
+		xg[e] = x[e];
 }
 
 /* Z = the core columns of the identity, column-major n x core_nf m per patch. */
@@ -262,16 +316,83 @@ __global__ void k_eye(common c, int np, double *z)
 		z[e] = dsk_eye(e, n, k, first);
 }
 
-/* Steps 4-6 for block (patch i, core fibre fc): Q = C_bb^-1/2 by Jacobi. */
+/* The shared memory of a block of k_decorrelate / k_decor_finish. */
+struct decor_smem {
+	double *A, *V, *ev, *s, *cs, *sn;
+	int *pp, *pq, *flag;
+};
+
+__device__ static decor_smem decor_carve(double *sh, int m)
+{
+	const int half = (m + 1) / 2;
+	decor_smem d;
+	d.A = sh;
+	d.V = d.A + (size_t)m * m;
+	d.ev = d.V + (size_t)m * m;
+	d.s = d.ev + m;
+	d.cs = d.s + m;
+	d.sn = d.cs + half;
+	d.pp = (int *)(d.sn + half);
+	d.pq = d.pp + half;
+	d.flag = d.pq + half;
+	return d;
+}
+
+/* Step 5's end for block (patch i, core fibre fc), from the eigenvalues
+ * (d.ev) and eigenvectors (d.V, row-major, column k the k-th vector) of
+ * C_bb: the patch fails unless every eigenvalue is > 0 (NaN included);
+ * else W = V diag(ev^-1/4) (in V), Q = W W' (in A), s = its row sums,
+ * R = Q / s, and the block's flux, ivar, resolution diagonals (and x). */
+__device__ static void decor_finish(const common &c, const geom &g, int i, int fc,
+				    const decor_smem &d, const double *xv, double *core, int *fail)
+{
+	const int m = c.m, f = c.core_f0 + fc, tid = threadIdx.x, nt = blockDim.x;
+	if (tid == 0)
+		*d.flag = 0;
+	__syncthreads();
+	for (int k = tid; k < m; k += nt)
+		if (!(d.ev[k] > 0.0))
+			*d.flag = 1;
+	__syncthreads();
+	if (*d.flag) { /* C_bb not positive definite (or NaN): the patch fails */
+		if (tid == 0)
+			fail[i] = 1;
+		return;
+	}
+	for (int e = tid; e < m * m; e += nt)
+		dsk_decor_w(d.V, d.ev, m, e);
+	__syncthreads();
+	for (int e = tid; e < m * m; e += nt)
+		d.A[e] = dsk_decor_q(d.V, m, e);
+	__syncthreads();
+	for (int r = tid; r < m; r += nt)
+		d.s[r] = dsk_decor_rowsum(d.A, m, r);
+	__syncthreads();
+	for (int e = tid; e < m * m; e += nt)
+		d.A[e] *= 1.0 / d.s[e / m]; /* A[r][q] = R[r][q] */
+	__syncthreads();
+	const int cnw = g.cnw[i], nd = c.nd, blk = i * c.core_nf + fc;
+	const double *xb = xv + (size_t)i * c.n + (size_t)f * m;
+	double *out = core + (size_t)blk * c.nf_out * m;
+	for (int w = tid; w < cnw; w += nt)
+		dsk_decor_flux(d.A, d.s, xb, m, c.core_w0, w, out);
+	for (int e = tid; e < nd * cnw; e += nt)
+		dsk_decor_rdiag(d.A, m, c.core_w0, c.ndiag, cnw, e, out);
+	if (c.xflux)
+		for (int w = tid; w < cnw; w += nt)
+			dsk_decor_xflux(xb, m, c.core_w0, c.nf_out - 1, w, out);
+}
+
+/* Step 5 for block (patch i, core fibre fc): Q = C_bb^-1/2 by Jacobi. */
 __global__ void k_decorrelate(common c, geom g, const double *cbb, const double *xv, double *core,
 			      int *fail)
 {
 	extern __shared__ double sh[];
 	const int m = c.m, half = (m + 1) / 2, mm = 2 * half; /* mm even: index m is a dummy when m is odd */
-	const int i = blockIdx.x / c.core_nf, fc = blockIdx.x % c.core_nf, f = c.core_f0 + fc;
-	double *A = sh, *V = A + (size_t)m * m, *ev = V + (size_t)m * m, *s = ev + m;
-	double *cs = s + m, *sn = cs + half;
-	int *pp = (int *)(sn + half), *pq = pp + half, *flag = pq + half;
+	const int i = blockIdx.x / c.core_nf, fc = blockIdx.x % c.core_nf;
+	const decor_smem d = decor_carve(sh, m);
+	double *A = d.A, *V = d.V, *cs = d.cs, *sn = d.sn;
+	int *pp = d.pp, *pq = d.pq, *flag = d.flag;
 	const double *src = cbb + (size_t)blockIdx.x * m * m;
 	const int tid = threadIdx.x, nt = blockDim.x;
 
@@ -305,59 +426,82 @@ __global__ void k_decorrelate(common c, geom g, const double *cbb, const double 
 		__syncthreads(); /* everyone has read the flag before it is reset */
 	}
 	for (int k = tid; k < m; k += nt)
-		ev[k] = A[k * m + k];
-	if (tid == 0)
-		*flag = 0;
+		d.ev[k] = A[k * m + k];
 	__syncthreads();
-	for (int k = tid; k < m; k += nt)
-		if (!(ev[k] > 0.0))
-			*flag = 1;
-	__syncthreads();
-	if (*flag) { /* C_bb not positive definite (or NaN): the patch fails */
-		if (tid == 0)
-			fail[i] = 1;
-		return;
-	}
-	/* W = V diag(ev^-1/4) (in V), Q = W W' (in A), s = its row sums, R = Q / s. */
-	for (int e = tid; e < m * m; e += nt)
-		dsk_decor_w(V, ev, m, e);
-	__syncthreads();
-	for (int e = tid; e < m * m; e += nt)
-		A[e] = dsk_decor_q(V, m, e);
-	__syncthreads();
-	for (int r = tid; r < m; r += nt)
-		s[r] = dsk_decor_rowsum(A, m, r);
-	__syncthreads();
-	for (int e = tid; e < m * m; e += nt)
-		A[e] *= 1.0 / s[e / m]; /* A[r][q] = R[r][q] */
-	__syncthreads();
-	const int cnw = g.cnw[i], nd = c.nd;
-	const double *xb = xv + (size_t)i * c.n + (size_t)f * m;
-	double *out = core + (size_t)blockIdx.x * c.nf_out * m;
-	for (int w = tid; w < cnw; w += nt)
-		dsk_decor_flux(A, s, xb, m, c.core_w0, w, out);
-	for (int e = tid; e < nd * cnw; e += nt)
-		dsk_decor_rdiag(A, m, c.core_w0, c.ndiag, cnw, e, out);
-	if (c.xflux)
-		for (int w = tid; w < cnw; w += nt)
-			dsk_decor_xflux(xb, m, c.core_w0, c.nf_out - 1, w, out);
+	decor_finish(c, g, i, fc, d, xv, core, fail);
 }
 
-/* Per pixel: the model A x, then the chi2 and (tivar > 0) maps. */
+/* Step 5's end after cusolverDnXsyevBatched (eigen=syevb): block (patch i,
+ * core fibre fc) reads the eigenvectors the solver left in cbb (column-
+ * major: vector k is column k, as V's column k) and its eigenvalues; a
+ * block whose solver info is not 0 fails its patch. */
+__global__ void k_decor_finish(common c, geom g, const double *vecs, const double *evs,
+			       const int *einfo, const double *xv, double *core, int *fail)
+{
+	extern __shared__ double sh[];
+	const int m = c.m, i = blockIdx.x / c.core_nf, fc = blockIdx.x % c.core_nf;
+	const decor_smem d = decor_carve(sh, m);
+	const double *src = vecs + (size_t)blockIdx.x * m * m;
+	for (int e = threadIdx.x; e < m * m; e += blockDim.x)
+		d.V[(e % m) * m + e / m] = src[e]; /* column-major -> row-major */
+	for (int k = threadIdx.x; k < m; k += blockDim.x)
+		d.ev[k] = einfo[blockIdx.x] == 0 ? evs[(size_t)blockIdx.x * m + k] : -1.0;
+	__syncthreads();
+	decor_finish(c, g, i, fc, d, xv, core, fail);
+}
+
+/* Per pixel: the model A x, then the chi2 and (tivar > 0) maps.  Each
+ * block first lists, in order, the columns that meet its pixels' rows
+ * (dsk_chi2_col_meets; an ordered compaction by warp ballots), in
+ * dynamic shared memory (n ints): ~30 of a patch's ~500 columns, where
+ * every pixel used to test them all. */
 __global__ void k_chi2pix(common c, geom g, const double *spots, const int32_t *xc,
 			  const int32_t *yc, const double *wpix, const double *wivar,
 			  const double *xv, double *chi2, double *tpos)
 {
-	const int i = blockIdx.y;
+	extern __shared__ int cols[];
+	__shared__ int wsum[THREADS / 32 + 1];
+	const int i = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int nw = blockDim.x / 32;
 	const int ny = g.ny[i] > 0 ? g.ny[i] : 0, nx = g.nx[i] > 0 ? g.nx[i] : 0;
 	const long long npix = (long long)ny * nx;
 	const dsk_win_t w = win_of(c, g, i);
 	const dsk_cols_t k = cols_of(c, g, i, spots, xc, yc);
-	for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < npix;
-	     q += (long long)gridDim.x * blockDim.x) {
-		const size_t o = (size_t)(g.poff[i] + q);
-		dsk_chi2_pixel(&w, &k, c.n, xv + (size_t)i * c.n, (int)(q / nx), (int)(q % nx), wpix[o],
-			       wivar[o], c.psferr, &chi2[o], &tpos[o]);
+	const double *x = xv + (size_t)i * c.n;
+	for (long long base = (long long)blockIdx.x * blockDim.x; base < npix;
+	     base += (long long)gridDim.x * blockDim.x) {
+		const long long q = base + tid, last = (base + blockDim.x < npix ? base + blockDim.x : npix) - 1;
+		const int r0 = (int)(base / nx), r1 = (int)(last / nx);
+		if (tid == 0)
+			wsum[nw] = 0;
+		__syncthreads();
+		for (int j0 = 0; j0 < c.n; j0 += blockDim.x) {
+			const int j = j0 + tid;
+			const int keep = j < c.n && dsk_chi2_col_meets(&w, &k, x, j, r0, r1);
+			const unsigned ball = __ballot_sync(0xffffffffu, keep);
+			if (lane == 0)
+				wsum[warp] = __popc(ball);
+			__syncthreads();
+			if (tid == 0) {
+				int acc = wsum[nw];
+				for (int v = 0; v < nw; v++) {
+					const int t = wsum[v];
+					wsum[v] = acc;
+					acc += t;
+				}
+				wsum[nw] = acc;
+			}
+			__syncthreads();
+			if (keep)
+				cols[wsum[warp] + __popc(ball & ((1u << lane) - 1u))] = j;
+			__syncthreads(); /* wsum is rewritten by the next chunk */
+		}
+		if (q < npix) {
+			const size_t o = (size_t)(g.poff[i] + q);
+			dsk_chi2_pixel_cols(&w, &k, cols, wsum[nw], x, (int)(q / nx), (int)(q % nx),
+					    wpix[o], wivar[o], c.psferr, &chi2[o], &tpos[o]);
+		}
+		__syncthreads(); /* cols is rewritten by the next pass */
 	}
 }
 
@@ -422,6 +566,158 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 			return SP_ECUDA;                         \
 		}                                                \
 	} while (0)
+
+/* ---- step timing and the eigensolver's choice (environment) ----
+ *
+ * SP_CUDA_STEPS=1: desi_decorrelate_batch_cuda() records a CUDA event
+ * between its steps, waits for the chunk's last, and adds each step's GPU
+ * time to a per-process table printed on stderr at exit (a profiling aid:
+ * the wait costs the overlap of consecutive tasks; bench/gpu uses it).
+ * Step 5's eigendecompositions are cusolverDnXsyevBatched's in CUDA 13
+ * builds (3.6x faster than the in-block Jacobi kernel on an H200, doc/
+ * gpu.md), the Jacobi kernel's before, or with SP_DESI_EIGEN=jacobi; both
+ * give C_bb = V diag(ev) V' to rounding.  SP_DESI_SOLVE=potrs: x by
+ * cusolverDnDpotrsBatched instead of k_solve (for A/B). */
+
+enum step { S_WINDOW, S_POTRF, S_SOLVE, S_TRSM, S_GEMM, S_EIGEN, S_FINISH, S_CHI2, S_WRITE, S_N };
+static const char *const step_name[S_N] = { "window+pointers", "potrf (batched)",
+					     "solve x (k_solve)", "eye+trsm Z (trailing)",
+					     "gemm C_bb (strided)", "eigen (syevb|jacobi+R)",
+					     "R, flux, ivar (syevb)", "chi2pix+chi2core", "write" };
+static pthread_mutex_t steps_mu = PTHREAD_MUTEX_INITIALIZER;
+static double steps_ms[S_N];
+static long steps_chunks, steps_patches;
+
+static void steps_print(void)
+{
+	double tot = 0.0;
+	for (int k = 0; k < S_N; k++)
+		tot += steps_ms[k];
+	fprintf(stderr, "desi_decorrelate_batch_cuda steps (SP_CUDA_STEPS): %ld chunks, %ld patches, "
+			"%.3f ms GPU in all\n", steps_chunks, steps_patches, tot);
+	for (int k = 0; k < S_N; k++)
+		fprintf(stderr, "  %-22s %10.3f ms  %5.1f %%  %8.4f ms/chunk\n", step_name[k],
+			steps_ms[k], tot > 0.0 ? 100.0 * steps_ms[k] / tot : 0.0,
+			steps_chunks > 0 ? steps_ms[k] / (double)steps_chunks : 0.0);
+}
+
+/* 1 when SP_CUDA_STEPS is set (not "0"); the first call registers the report. */
+static int steps_on(void)
+{
+	static int on = -1;
+	pthread_mutex_lock(&steps_mu);
+	if (on < 0) {
+		const char *v = getenv("SP_CUDA_STEPS");
+		on = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+		if (on)
+			atexit(steps_print);
+	}
+	pthread_mutex_unlock(&steps_mu);
+	return on;
+}
+
+/* A chunk's events: mark(k) before step k, mark(S_N) after the last. */
+struct steps {
+	int on;
+	cudaEvent_t ev[S_N + 1];
+};
+
+static void steps_begin(steps *t)
+{
+	t->on = steps_on();
+	for (int k = 0; t->on && k <= S_N; k++)
+		if (cudaEventCreate(&t->ev[k]) != cudaSuccess)
+			t->on = 0; /* no timing rather than a failed task */
+}
+
+static void steps_mark(steps *t, int k, cudaStream_t st)
+{
+	if (t->on)
+		cudaEventRecord(t->ev[k], st);
+}
+
+static void steps_end(steps *t, int np)
+{
+	if (!t->on)
+		return;
+	float ms[S_N] = { 0 };
+	if (cudaEventSynchronize(t->ev[S_N]) == cudaSuccess)
+		for (int k = 0; k < S_N; k++)
+			cudaEventElapsedTime(&ms[k], t->ev[k], t->ev[k + 1]);
+	for (int k = 0; k <= S_N; k++)
+		cudaEventDestroy(t->ev[k]);
+	pthread_mutex_lock(&steps_mu);
+	for (int k = 0; k < S_N; k++)
+		steps_ms[k] += ms[k];
+	steps_chunks++;
+	steps_patches += np;
+	pthread_mutex_unlock(&steps_mu);
+}
+
+/* 1 when step 5 uses cuSOLVER's batched eigensolver: in CUDA 13 builds,
+ * unless SP_DESI_EIGEN=jacobi. */
+static int eigen_syevb(void)
+{
+#if CUDART_VERSION >= 13000
+	const char *v = getenv("SP_DESI_EIGEN");
+	return v == NULL || strcmp(v, "jacobi") != 0;
+#else
+	return 0;
+#endif
+}
+
+/* 1 when SP_DESI_SOLVE=potrs asks for cusolverDnDpotrsBatched. */
+static int solve_potrs(void)
+{
+	const char *v = getenv("SP_DESI_SOLVE");
+	return v != NULL && strcmp(v, "potrs") == 0;
+}
+
+#if CUDART_VERSION >= 13000
+/* cusolverDnXsyevBatched over the nb m x m blocks of cbb (column-major,
+ * m m apart): eigenvectors in place, eigenvalues into ev, infos into
+ * einfo.  Its device workspace is stream-ordered (cudaMallocAsync), its
+ * host workspace (none in CUDA 13.0) malloc'ed. */
+static int syev_batched(cusolverDnHandle_t hs, cudaStream_t st, int m, int nb, double *cbb,
+			double *ev, int *einfo)
+{
+	cusolverDnParams_t prm;
+	size_t dbytes = 0, hbytes = 0;
+	void *dws = NULL, *hws = NULL;
+	int ret = 0;
+	if (cusolverDnCreateParams(&prm) != CUSOLVER_STATUS_SUCCESS) {
+		sp_cuda_note_error("cusolverDnCreateParams", "failed");
+		return SP_ECUDA;
+	}
+	cusolverStatus_t s = cusolverDnXsyevBatched_bufferSize(
+		hs, prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, m, CUDA_R_64F, cbb, m,
+		CUDA_R_64F, ev, CUDA_R_64F, &dbytes, &hbytes, nb);
+	if (s == CUSOLVER_STATUS_SUCCESS && dbytes > 0 &&
+	    cudaMallocAsync(&dws, dbytes, st) != cudaSuccess)
+		s = CUSOLVER_STATUS_ALLOC_FAILED;
+	if (s == CUSOLVER_STATUS_SUCCESS && hbytes > 0 && (hws = malloc(hbytes)) == NULL)
+		s = CUSOLVER_STATUS_ALLOC_FAILED;
+	if (s == CUSOLVER_STATUS_SUCCESS)
+		s = cusolverDnXsyevBatched(hs, prm, CUSOLVER_EIG_MODE_VECTOR,
+					   CUBLAS_FILL_MODE_LOWER, m, CUDA_R_64F, cbb, m,
+					   CUDA_R_64F, ev, CUDA_R_64F, dws, dbytes, hws, hbytes,
+					   einfo, nb);
+	if (s != CUSOLVER_STATUS_SUCCESS) {
+		char why[32];
+		snprintf(why, sizeof why, "status %d", (int)s);
+		sp_cuda_note_error("cusolverDnXsyevBatched", why);
+		ret = SP_ECUDA;
+	}
+	if (dws != NULL)
+		cudaFreeAsync(dws, st);
+	if (hws != NULL) {
+		cudaStreamSynchronize(st); /* the host workspace is the call's until then */
+		free(hws);
+	}
+	cusolverDnDestroyParams(prm);
+	return ret;
+}
+#endif
 
 static unsigned grid_for(size_t work)
 {
@@ -491,6 +787,8 @@ static int check_batch(const desi_batch_t *b)
 	for (int i = 0; i < b->np; i++)
 		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > p->nwave)
 			return SP_EINVAL;
+	if (((size_t)DSK_NB * DSK_NB + (size_t)p->nfib * p->nwave) * sizeof(double) > 48 * 1024)
+		return SP_EINVAL; /* k_solve's x and k_chi2pix's column list: n <= 5120 */
 	return 0;
 }
 
@@ -583,13 +881,21 @@ extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *
 	double *cbb = (double *)(base + L.c), *core = (double *)(base + L.core);
 	double **pa = (double **)(base + L.pa), **pz = (double **)(base + L.pz);
 	double **px = (double **)(base + L.px);
+	double **pl = (double **)(base + L.pl), **pzt = (double **)(base + L.pzt);
+	double *evs = (double *)(base + L.ev);
+	int *einfo = (int *)(base + L.einfo);
 	int *info = (int *)(base + L.info), *info_rs = (int *)(base + L.info_rs);
 	int *fail = (int *)(base + L.fail);
 	const size_t np = (size_t)b->np;
 	double *icov = normal, *y = icov + np * n * n;
 	const common c = common_of(b);
 	const double one = 1.0, zero = 0.0;
-	const int K = p->core_nf * m;
+	const int K = p->core_nf * m, first = p->core_f0 * m, syevb = eigen_syevb(),
+		  potrs = solve_potrs();
+	const size_t solve_smem = ((size_t)DSK_NB * DSK_NB + (size_t)n) * sizeof(double);
+	if (syevb)
+		CU(cudaFuncSetAttribute(k_decor_finish, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					(int)smem));
 
 	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
 		size_t maxpix;
@@ -597,34 +903,72 @@ extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *
 		const int P = g.np;
 		const dim3 pixgrid(grid_for(maxpix), P);
 		double *ic = icov + (size_t)c0 * n * n, *x = y + (size_t)c0 * n;
+		steps t;
 
+		steps_begin(&t);
+		steps_mark(&t, S_WINDOW, st);
 		k_window<<<pixgrid, THREADS, 0, st>>>(c, g, img, ivar, wpix, wivar);
 		LAUNCHED();
-		k_pointers<<<grid_for((size_t)P), THREADS, 0, st>>>(c, P, ic, x, z, pa, px, pz, fail);
+		k_pointers<<<grid_for((size_t)P), THREADS, 0, st>>>(c, P, ic, x, z, pa, px, pz, pl,
+								     pzt, fail);
 		LAUNCHED();
+		steps_mark(&t, S_POTRF, st);
 		SO(cusolverDnDpotrfBatched(hs, CUBLAS_FILL_MODE_LOWER, n, pa, n, info, P));
-		SO(cusolverDnDpotrsBatched(hs, CUBLAS_FILL_MODE_LOWER, n, 1, pa, n, px, n, info_rs,
-					   P));
+		steps_mark(&t, S_SOLVE, st);
+		if (potrs) {
+			SO(cusolverDnDpotrsBatched(hs, CUBLAS_FILL_MODE_LOWER, n, 1, pa, n, px, n,
+						   info_rs, P));
+		} else {
+			k_solve<<<P, THREADS, solve_smem, st>>>(c, pa, px);
+			LAUNCHED();
+		}
+		steps_mark(&t, S_TRSM, st);
 		k_eye<<<grid_for((size_t)P * n * K), THREADS, 0, st>>>(c, P, z);
 		LAUNCHED();
+		/* Z = L^-1 E: rows above `first` stay k_eye's zeros (dsk_trailing) */
 		BL(cublasDtrsmBatched(hb, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-				      CUBLAS_DIAG_NON_UNIT, n, K, &one, (const double *const *)pa, n,
-				      (double *const *)pz, n, P));
+				      CUBLAS_DIAG_NON_UNIT, n - first, K, &one,
+				      (const double *const *)pl, n, (double *const *)pzt, n, P));
 		/* C_bb = Z_b' Z_b for every (patch, core fibre): Z_b are n x m
 		 * blocks at a uniform stride n m. */
+		steps_mark(&t, S_GEMM, st);
 		BL(cublasDgemmStridedBatched(hb, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, &one, z, n,
 					     (long long)n * m, z, n, (long long)n * m, &zero, cbb, m,
 					     (long long)m * m, P * p->core_nf));
-		k_decorrelate<<<P * p->core_nf, THREADS, smem, st>>>(c, g, cbb, x, core, fail);
+		steps_mark(&t, S_EIGEN, st);
+#if CUDART_VERSION >= 13000
+		if (syevb) {
+			int ret = syev_batched(hs, st, m, P * p->core_nf, cbb, evs, einfo);
+			if (ret != 0)
+				return ret;
+			steps_mark(&t, S_FINISH, st);
+			k_decor_finish<<<P * p->core_nf, THREADS, smem, st>>>(c, g, cbb, evs, einfo,
+									      x, core, fail);
+		} else
+#endif
+		{
+			k_decorrelate<<<P * p->core_nf, THREADS, smem, st>>>(c, g, cbb, x, core,
+									     fail);
+			steps_mark(&t, S_FINISH, st);
+		}
 		LAUNCHED();
-		k_chi2pix<<<pixgrid, THREADS, 0, st>>>(c, g, spots, xc, yc, wpix, wivar, x, chi2,
-							tpos);
+		steps_mark(&t, S_CHI2, st);
+		k_chi2pix<<<pixgrid, THREADS, (size_t)n * sizeof(int), st>>>(
+			c, g, spots, xc, yc, wpix, wivar, x, chi2, tpos);
 		LAUNCHED();
 		k_chi2core<<<P, THREADS, 0, st>>>(c, g, spots, xc, yc, wivar, chi2, tpos, core);
 		LAUNCHED();
+		steps_mark(&t, S_WRITE, st);
 		k_write<<<P, THREADS, 0, st>>>(c, g, core, info, fail, rows);
 		LAUNCHED();
+		steps_mark(&t, S_N, st);
+		steps_end(&t, P);
 	}
+#if CUDART_VERSION < 13000
+	(void)k_decor_finish; /* no cusolverDnXsyevBatched before CUDA 13 here */
+#endif
+	(void)evs;
+	(void)einfo;
 	return 0;
 }
 
