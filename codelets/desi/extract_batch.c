@@ -3,6 +3,7 @@
 #include "desi_kern.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +16,11 @@
  * bundle's arrays (desi_patch_t.fstride = nfullwave: no copy, the CUDA
  * kernels' addressing); per patch each phase copies only the pixel window
  * out of the float image as doubles (cheap next to the n^3 solve).  The
- * work buffers are sized once for the largest window and allocated once
- * per call (one call per task), never per patch.  The doubles are exactly what a caller of the single-patch
+ * work buffers are sized for the largest window and kept by the calling
+ * thread from call to call (one call per task: a worker allocates only
+ * when a task needs more than any before it), never allocated per patch
+ * nor per task (the ~6 MB of the decorrelate phase: no measurable cost on
+ * the machines of doc/profiling.md, but none is better).  The doubles are exactly what a caller of the single-patch
  * kernels would pass, so the rows equal (float)(kernel output / dw) etc.
  * bit for bit; the tests check that.
  *
@@ -57,6 +61,50 @@ struct batch_bufs {
 	const int32_t *pxc, *pyc;
 };
 
+/* The calling thread's buffer of at least n doubles, kept for its next
+ * calls (freed when the thread exits), or NULL when out of memory. */
+struct thread_buf {
+	double *p;
+	size_t cap;
+};
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static int buf_key_ok;
+
+static void thread_buf_free(void *v)
+{
+	struct thread_buf *t = v;
+	free(t->p);
+	free(t);
+}
+
+static void buf_key_make(void)
+{
+	buf_key_ok = pthread_key_create(&buf_key, thread_buf_free) == 0;
+}
+
+static double *thread_buf(size_t n)
+{
+	pthread_once(&buf_once, buf_key_make);
+	if (!buf_key_ok)
+		return NULL;
+	struct thread_buf *t = pthread_getspecific(buf_key);
+	if (t == NULL) {
+		if ((t = calloc(1, sizeof *t)) == NULL)
+			return NULL;
+		if (pthread_setspecific(buf_key, t) != 0) {
+			free(t);
+			return NULL;
+		}
+	}
+	if (t->cap < n) {
+		free(t->p);
+		t->p = malloc(n * sizeof *t->p);
+		t->cap = t->p != NULL ? n : 0;
+	}
+	return t->p;
+}
+
 /* full: also the core arrays and the kernels' work space (the decorrelate
  * phase); the patch phase needs only the window. */
 static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
@@ -85,7 +133,7 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	const size_t ndoubles = 2 * B->npix_max +           /* pix, ivar */
 				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
 				nwork;
-	B->buf = malloc((ndoubles > 0 ? ndoubles : 1) * sizeof *B->buf);
+	B->buf = thread_buf(ndoubles > 0 ? ndoubles : 1);
 	if (B->buf == NULL)
 		return -1;
 	B->wpix = B->buf;
@@ -95,9 +143,10 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	return 0;
 }
 
+/* The buffer stays the thread's (thread_buf). */
 static void bufs_free(struct batch_bufs *B)
 {
-	free(B->buf);
+	B->buf = NULL;
 }
 
 /* Patch i's geometry and pixel window into B, and where its spots and

@@ -22,11 +22,12 @@
  * The decorrelation needs only the diagonal fibre blocks of C = iCov^-1.
  * They lie inside the band once kd >= nwave - 1, so the Takahashi
  * recurrence (selected inverse: C restricted to the band of L, from
- * L' C = L^-1, column by column from the last) yields them exactly, at
- * ~n kd^2 flops, no dense inverse.  For column j, with l = L[j+1.., j]:
+ * L' C = L^-1, from the last column) yields them exactly, at ~n kd^2
+ * flops, no dense inverse.  For column j, with l = L[j+1.., j]:
  *   C[j+1.., j] = -(C[j+1.., j+1..] l) / L[j][j]
  *   C[j][j]     = (1 / L[j][j] - l . C[j+1.., j]) / L[j][j]
- * (the first product is a symmetric band matrix-vector product, dsbmv).
+ * computed 32 columns at a time with level-3 BLAS (selected_inverse():
+ * dsymm, dtrmm, dgemm; it was one dsbmv per column).
  * Each core block then gives Q_bb = C_bb^-1/2 by the eigendecomposition of
  * the m x m block (dsyevd).  desi_decorrelate_eigh_cpu() is the
  * reference's route (eigendecomposition of the whole iCov), sharing the
@@ -98,8 +99,14 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 			continue;
 		y[j1] = dsk_column_sums(s1, &a, sx, pix, ivar, nx, &fluxweight[j1]);
 		size_t c2 = c1;
+		const long long y1 = yc[c1], x1 = xc[c1];
 		for (int j2 = j1, w2 = j1 % m; j2 < n; j2++, c2 = next_col(c2, &w2, m, skip)) {
 			dsk_rect_t b;
+			/* spots whose corners are a spot apart cannot meet: their
+			 * entry stays the memset's 0, as dsk_pair_sum would give */
+			const long long dy = yc[c2] - y1, dx = xc[c2] - x1;
+			if (dy >= p->sy || -dy >= p->sy || dx >= sx || -dx >= sx)
+				continue;
 			if (!dsk_rect(&w, xc[c2], yc[c2], &b))
 				continue;
 			double acc = dsk_pair_sum(s1, &a, spots + c2 * ss, &b, sx, ivar, nx);
@@ -259,6 +266,88 @@ static int block_finish(const desi_patch_t *p, int f, double *cbb, const double 
 	return 0;
 }
 
+/* Columns per block of the selected inverse. */
+#define TAKA_NB 32
+
+/* Scratch doubles of selected_inverse() for a band of half-width kd. */
+static size_t taka_work(size_t kd)
+{
+	return 2 * kd * TAKA_NB + 2 * (size_t)TAKA_NB * TAKA_NB;
+}
+
+/* The selected inverse C = iCov^-1 on the band of L (ab, lower band
+ * storage, ldab = kd + 1) into cb (the same storage), columns n - 1 down
+ * to jstop, by blocks J of TAKA_NB columns (the Takahashi recurrence as
+ * BLAS-3; it was one dsbmv per column).  With T the rows after J that L's
+ * band reaches (rt <= kd of them), from C L = L'^-1:
+ *   C_TJ = -C_TT L_TJ L_JJ^-1                (dsymm, dtrsm)
+ *   C_JJ = (L_JJ^-T - C_TJ' L_TJ) L_JJ^-1    (dtrtri, dgemm, dtrsm)
+ * C_TT lies inside the band already computed (rows and columns of T are
+ * fewer than kd apart).  Band storage reads as a dense column-major matrix
+ * of leading dimension kd (element (i, j) at i + j kd) wherever
+ * 0 <= i - j <= kd, which holds for C_TT's lower triangle; L_JJ and L_TJ
+ * are copied out with the zeros beyond the band (a block may be wider
+ * than the band), and only C's band is written back.  w: taka_work(kd) doubles.
+ * Returns dtrtri's info (0: L_JJ is invertible, as potrf's factor is). */
+static int selected_inverse(int n, int kd, const double *ab, double *cb, int jstop, double *w)
+{
+	const int ldab = kd + 1, ld = kd > 0 ? kd : 1;
+	double *ltj = w, *ctj = ltj + (size_t)kd * TAKA_NB, *linv = ctj + (size_t)kd * TAKA_NB;
+	double *mjj = linv + TAKA_NB * TAKA_NB;
+
+	if (kd == 0) { /* diagonal: C_jj = 1 / L_jj^2 */
+		for (int j = jstop; j < n; j++)
+			cb[j] = 1.0 / (ab[j] * ab[j]);
+		return 0;
+	}
+	for (int j1 = n; j1 > jstop; j1 -= TAKA_NB) {
+		const int j0 = j1 - TAKA_NB > jstop ? j1 - TAKA_NB : jstop, b = j1 - j0;
+		const int rt = n - j1 < kd ? n - j1 : kd;
+		const double *ljj = ab + (size_t)j0 * ldab; /* (j0, j0), ld kd */
+		/* L_JJ^-1 (lower), then its transpose into M */
+		for (int c = 0; c < b; c++)
+			for (int r = 0; r < b; r++)
+				linv[(size_t)c * TAKA_NB + r] =
+					r >= c && r - c <= kd ? ljj[(size_t)c * kd + r] : 0.0;
+		int info = LAPACKE_dtrtri_work(LAPACK_COL_MAJOR, 'L', 'N', b, linv, TAKA_NB);
+		if (info != 0)
+			return info;
+		for (int c = 0; c < b; c++)
+			for (int r = 0; r < b; r++)
+				mjj[(size_t)c * TAKA_NB + r] = linv[(size_t)r * TAKA_NB + c];
+		if (rt > 0) {
+			/* L_TJ: rows j1 .. j1 + rt - 1, columns J, zero beyond the band */
+			for (int c = 0; c < b; c++)
+				for (int r = 0; r < rt; r++) {
+					const int i = j1 + r, j = j0 + c;
+					ltj[(size_t)c * rt + r] = i - j <= kd ? ab[(size_t)j * ldab + (i - j)] : 0.0;
+				}
+			/* C_TJ = -(C_TT L_TJ) L_JJ^-1 */
+			cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, rt, b, -1.0,
+				    cb + (size_t)j1 * ldab, ld, ltj, rt, 0.0, ctj, rt);
+			cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, rt, b,
+				    1.0, linv, TAKA_NB, ctj, rt);
+			/* M = L_JJ^-T - C_TJ' L_TJ */
+			cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, rt, -1.0, ctj, rt, ltj, rt,
+				    1.0, mjj, TAKA_NB);
+			/* C_TJ into the band */
+			for (int c = 0; c < b; c++)
+				for (int r = 0; r < rt; r++) {
+					const int i = j1 + r, j = j0 + c;
+					if (i - j <= kd)
+						cb[(size_t)j * ldab + (i - j)] = ctj[(size_t)c * rt + r];
+				}
+		}
+		/* C_JJ = M L_JJ^-1; its lower triangle into the band */
+		cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, b, b, 1.0,
+			    linv, TAKA_NB, mjj, TAKA_NB);
+		for (int c = 0; c < b; c++)
+			for (int r = c; r < b && r - c <= kd; r++)
+				cb[(size_t)(j0 + c) * ldab + (r - c)] = mjj[(size_t)c * TAKA_NB + r];
+	}
+	return 0;
+}
+
 int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double *x,
 			 double *flux, double *ivar, double *rdiags, double *rfull, double *work)
 {
@@ -273,22 +362,10 @@ int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double
 	if (info != 0)
 		return info;
 
-	/* Takahashi recurrence, columns n-1 down to the first core column. */
-	const int jstop = p->core_f0 * m;
-	for (int j = n - 1; j >= jstop; j--) {
-		const double *l = ab + (size_t)j * ldab;
-		double *c = cb + (size_t)j * ldab;
-		const int r = n - 1 - j < kd ? n - 1 - j : kd;
-		const double ljj = l[0];
-		double dot = 0.0;
-		if (r > 0) {
-			cblas_dsbmv(CblasColMajor, CblasLower, r, r - 1, -1.0 / ljj,
-				    cb + (size_t)(j + 1) * ldab, ldab, l + 1, 1, 0.0, c + 1, 1);
-			for (int i = 1; i <= r; i++)
-				dot += l[i] * c[i];
-		}
-		c[0] = (1.0 / ljj - dot) / ljj;
-	}
+	/* the selected inverse, columns n-1 down to the first core column */
+	info = selected_inverse(n, kd, ab, cb, p->core_f0 * m, bw + block_work(m));
+	if (info != 0)
+		return info;
 
 	for (int f = p->core_f0; f < p->core_f0 + p->core_nf; f++) {
 		const size_t b0 = (size_t)f * m;
@@ -373,7 +450,8 @@ size_t desi_extract_work_size(const desi_patch_t *p)
 	const size_t npix = (size_t)p->ny * (size_t)p->nx;
 	const size_t liw = 3 + 5 * n;
 	size_t solve = nn + n;                                  /* band L (ldab <= n), b */
-	size_t fast = 2 * nn + m * m + block_work((int)m);      /* L, C bands, C_bb */
+	size_t fast = 2 * nn + m * m + block_work((int)m) +    /* L, C bands, C_bb, */
+		      taka_work(n);                             /* selected_inverse() */
 	size_t eigh = nn + n + m * m + (1 + 6 * n + 2 * nn) +   /* V, u, C_bb, dsyevd */
 		      (liw * sizeof(lapack_int) + sizeof(double) - 1) / sizeof(double) + 1;
 	size_t bw = block_work((int)m);
