@@ -303,9 +303,10 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		case 'v': c->verbose = 1; break;
 		case 'h': fputs(cli_usage_text, stdout); exit(0);
 		case 'V': {
-			char d[160];
+			char d[160], bl[200];
 			sp_runtime_describe(d, sizeof d);
-			printf("starpipe %s\n%s\n%s\n", PACKAGE_VERSION, d, sp_cluster_describe());
+			cli_blas_describe(bl, sizeof bl);
+			printf("starpipe %s\n%s\n%s\n%s\n", PACKAGE_VERSION, d, sp_cluster_describe(), bl);
 			sp_cluster_finalize();
 			exit(0);
 		}

@@ -67,6 +67,12 @@ int cli_apply_tiles(const struct cli *c, sp_graph_t *g);
 
 /* signals.c: SIGINT, SIGTERM, SIGHUP and SIGUSR1 stop the batch cleanly;
  * the exit status for the signal that stopped it. */
+/* Execs starpipe again with OPENBLAS_CORETYPE=Haswell when OpenBLAS chose
+ * generic kernels on a CPU with AVX2 (blas.c); returns when it does not. */
+void cli_blas_check(char **argv);
+/* "BLAS: OpenBLAS, <core> kernels ..." for --version. */
+void cli_blas_describe(char *buf, size_t len);
+
 void cli_catch_stop_signals(void);
 int cli_exit_for_signal(int sig);
 

@@ -1,7 +1,8 @@
 /* The starpipe command: the command line parsed, the graph loaded, the command called.
  *
  * src/cli/ is the top layer: args.c (options, --help), cmd_run.c (starpipe
- * run), cmd_calibrate.c (calibrate), cmd_info.c (list, models), signals.c;
+ * run), cmd_calibrate.c (calibrate), cmd_info.c (list, models), signals.c,
+ * blas.c (OpenBLAS's kernels);
  * `tune` is src/tune/'s. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -23,6 +24,7 @@ int main(int argc, char **argv)
 	sp_graph_t *g = NULL;
 	sp_diag_t d;
 	sp_err_t cerr = { 0 };
+	cli_blas_check(argv); /* first: it may exec starpipe again */
 	if (argc > 1 && strcmp(argv[1], "tune") == 0) {
 		/* the sweep starts runs as children and never StarPU nor MPI itself */
 		char exe[4096];
