@@ -712,27 +712,17 @@ static void test_pointers(void **state)
 static void emulate_solve(const double *L, int n, double *x)
 {
 	double d[DSK_NB * DSK_NB];
-	for (int kb = 0; kb < n; kb += DSK_NB) {
-		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+	for (int step = 0; step < 2 * ((n + DSK_NB - 1) / DSK_NB); step++) {
+		int fwd;
+		const int kb = dsk_trsv_step(n, step, &fwd), nb = n - kb < DSK_NB ? n - kb : DSK_NB;
 		memset(d, 0xff, sizeof d);
 		for (int t = 0; t < DSK_THREADS; t++)
 			for (int e = t; e < DSK_NB * DSK_NB; e += DSK_THREADS)
 				dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
-		dsk_trsv_fwd_diag(d, nb, x + kb);
+		dsk_trsv_diag(d, nb, fwd, x + kb);
 		for (int t = DSK_THREADS - 1; t >= 0; t--)
-			for (int i = kb + nb + t; i < n; i += DSK_THREADS)
-				dsk_trsv_fwd_row(L, (size_t)n, kb, nb, i, x);
-	}
-	for (int kb = (n - 1) / DSK_NB * DSK_NB; kb >= 0; kb -= DSK_NB) {
-		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
-		memset(d, 0xff, sizeof d);
-		for (int t = 0; t < DSK_THREADS; t++)
-			for (int e = t; e < DSK_NB * DSK_NB; e += DSK_THREADS)
-				dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
-		dsk_trsv_bwd_diag(d, nb, x + kb);
-		for (int t = DSK_THREADS - 1; t >= 0; t--)
-			for (int j = t; j < kb; j += DSK_THREADS)
-				dsk_trsv_bwd_col(L, (size_t)n, kb, nb, j, x);
+			for (int k = t; k < dsk_trsv_nupdate(n, kb, nb, fwd); k += DSK_THREADS)
+				dsk_trsv_update(L, (size_t)n, kb, nb, fwd, k, x);
 	}
 }
 

@@ -378,6 +378,39 @@ DSK_FN void dsk_trsv_bwd_col(const double *L, size_t n, int kb, int nb, int j, d
 	x[j] = DSK_SUB(x[j], acc);
 }
 
+/* k_solve's step s of 2 ceil(n / DSK_NB): the forward blocks first, then
+ * the backward ones from the last; returns the block's first unknown. */
+DSK_FN int dsk_trsv_step(int n, int s, int *fwd)
+{
+	const int nblk = (n + DSK_NB - 1) / DSK_NB;
+	*fwd = s < nblk;
+	return (*fwd ? s : 2 * nblk - 1 - s) * DSK_NB;
+}
+
+/* The step's triangle, by one thread. */
+DSK_FN void dsk_trsv_diag(const double *d, int nb, int fwd, double *xb)
+{
+	if (fwd)
+		dsk_trsv_fwd_diag(d, nb, xb);
+	else
+		dsk_trsv_bwd_diag(d, nb, xb);
+}
+
+/* The step's k-th update (k < dsk_trsv_nupdate()), one thread each: the
+ * rows after the block (forward), the unknowns before it (backward). */
+DSK_FN int dsk_trsv_nupdate(int n, int kb, int nb, int fwd)
+{
+	return fwd ? n - kb - nb : kb;
+}
+
+DSK_FN void dsk_trsv_update(const double *L, size_t n, int kb, int nb, int fwd, int k, double *x)
+{
+	if (fwd)
+		dsk_trsv_fwd_row(L, n, kb, nb, kb + nb + k, x);
+	else
+		dsk_trsv_bwd_col(L, n, kb, nb, k, x);
+}
+
 /* Element e of block [kb, kb + nb)'s triangle into d (column-major, ld DSK_NB). */
 DSK_FN void dsk_trsv_load(const double *L, size_t n, int kb, int nb, int e, double *d)
 {

@@ -278,28 +278,17 @@ __global__ void k_solve(common c, double *const *pa, double *const *px)
 	double *xg = px[blockIdx.x];
 	for (int e = tid; e < n; e += nt)
 		x[e] = xg[e];
-	for (int kb = 0; kb < n; kb += DSK_NB) {
-		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
+	for (int step = 0; step < 2 * ((n + DSK_NB - 1) / DSK_NB); step++) {
+		int fwd;
+		const int kb = dsk_trsv_step(n, step, &fwd), nb = n - kb < DSK_NB ? n - kb : DSK_NB;
 		for (int e = tid; e < DSK_NB * DSK_NB; e += nt)
 			dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
 		__syncthreads();
 		if (tid == 0)
-			dsk_trsv_fwd_diag(d, nb, x + kb);
+			dsk_trsv_diag(d, nb, fwd, x + kb);
 		__syncthreads();
-		for (int i = kb + nb + tid; i < n; i += nt)
-			dsk_trsv_fwd_row(L, (size_t)n, kb, nb, i, x);
-		__syncthreads();
-	}
-	for (int kb = (n - 1) / DSK_NB * DSK_NB; kb >= 0; kb -= DSK_NB) {
-		const int nb = n - kb < DSK_NB ? n - kb : DSK_NB;
-		for (int e = tid; e < DSK_NB * DSK_NB; e += nt)
-			dsk_trsv_load(L, (size_t)n, kb, nb, e, d);
-		__syncthreads();
-		if (tid == 0)
-			dsk_trsv_bwd_diag(d, nb, x + kb);
-		__syncthreads();
-		for (int j = tid; j < kb; j += nt)
-			dsk_trsv_bwd_col(L, (size_t)n, kb, nb, j, x);
+		for (int k = tid; k < dsk_trsv_nupdate(n, kb, nb, fwd); k += nt)
+			dsk_trsv_update(L, (size_t)n, kb, nb, fwd, k, x);
 		__syncthreads();
 	}
 	for (int e = tid; e < n; e += nt)
