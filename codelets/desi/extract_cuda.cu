@@ -51,7 +51,8 @@ extern "C" {
  *  5. Q_bb = C_bb^-1/2 from the eigendecomposition of each m x m block
  *     (m = nwave = 74): in CUDA 13 builds cusolverDnXsyevBatched over all
  *     the chunk's blocks, then k_decor_finish, one block per (patch, core
- *     fibre); before CUDA 13 (no batched syev for n > 32) k_decorrelate, a
+ *     fibre); in older builds (Debian's CUDA 11.8 has no batched syev for
+ *     n > 32; only CUDA 13 was tried for it) k_decorrelate, a
  *     cyclic Jacobi eigensolver in one block per (patch, core fibre) in
  *     shared memory (2 m^2 doubles, 88 KB; opt-in above 48 KB), parallel
  *     ordering (round robin, m/2 disjoint rotations per step), rotations
