@@ -344,6 +344,12 @@ static void test_crafted_image_cards(void **state)
 	assert_int_equal(craft_copy(good, path), 0);
 	assert_int_equal(craft_card(path, "MASK", "ZVAL1", "0"), 0);
 	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZVAL1 = 0 is out of range");
+	/* a real BLOCKSIZE: CFITSIO truncates .2 to the 0 it divides by
+	 * (SIGFPE in imcomp_calc_max_elem, found by CI's tests/fuzz/fuzz_fits.c
+	 * on 2026-11-26) */
+	assert_int_equal(craft_copy(good, path), 0);
+	assert_int_equal(craft_card(path, "MASK", "ZVAL1", ".2"), 0);
+	expect_fail(READ_IMAGE, path, "HDU 3: tile compression keyword ZVAL1 = 0 is out of range");
 	/* A complex-looking value in a card CFITSIO converts to an integer:
 	 * its conversion message overflows (found by tests/fuzz/fuzz_fits.c) */
 	assert_int_equal(craft_copy(good, path), 0);

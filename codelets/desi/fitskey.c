@@ -539,10 +539,21 @@ static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 					snprintf(h->zbad, sizeof h->zbad, "%s", key);
 					h->zbadval = ll;
 				}
-				if (rc == 0 && strncmp(key, "ZVAL", 4) == 0 && int_text(val) &&
-				    !zkey_ok(key, ll) && h->zbad[0] == '\0') {
-					snprintf(h->zbad, sizeof h->zbad, "%s", key);
-					h->zbadval = ll;
+				/* ZVALn as CFITSIO reads BLOCKSIZE and BYTEPIX: an
+				 * integer, a real truncated toward zero (".2" is the 0
+				 * it then divides by) */
+				if (rc == 0 && strncmp(key, "ZVAL", 4) == 0 && !is_string &&
+				    h->zbad[0] == '\0') {
+					long long zv = ll;
+					if (!int_text(val))
+						zv = desi_fitskey_parse_double(val, &dv) == 0 &&
+								     dv >= 1.0 && dv < 9.0e18
+							     ? (long long)dv
+							     : 0;
+					if (!zkey_ok(key, zv)) {
+						snprintf(h->zbad, sizeof h->zbad, "%s", key);
+						h->zbadval = zv;
+					}
 				}
 				if (rc != 0 || !structural) {
 					/* CFITSIO takes a logical from its first character
