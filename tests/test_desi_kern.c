@@ -464,9 +464,10 @@ static void test_decorrelate(void **state)
 		for (int t = 0; t < DSK_THREADS; t++) /* k_eye, one patch */
 			for (size_t e = (size_t)t; e < (size_t)n * K; e += DSK_THREADS)
 				Z[e] = dsk_eye(e, (size_t)n, (size_t)K, first);
-		/* the trailing rows only, from dsk_trailing()'s pointers (lda n) */
-		double *pl[1], *pzt[1];
-		dsk_trailing(0, (size_t)n, (size_t)K, first, C, Z, pl, pzt);
+		/* the trailing rows only, from dsk_pointers()'s pointers (lda n) */
+		double *pa[1], *px[1], *pl[1], *pzt[1];
+		int fl[1];
+		dsk_pointers(0, (size_t)n, (size_t)K, first, C, xd, Z, pa, px, pl, pzt, fl);
 		cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit,
 			    n - (int)first, K, 1.0, pl[0], n, pzt[0], n);
 		for (int bb = 0; bb < p.core_nf; bb++) /* strided batch: n m apart, C_bb m m apart */
@@ -664,47 +665,37 @@ static void test_write(void **state)
 
 /* k_pointers<<<grid, THREADS>>> thread by thread: patch i's pointers are
  * where the CPU's normal buffer (desi_patch_batch_cpu()) has patch i's
- * iCov, x is [np][n], and Z's blocks are the n x k ones k_eye fills
- * (dsk_eye's index e = i n k + ...): contiguous, disjoint, in patch order. */
+ * iCov, x is [np][n], and the trailing solve's are L[first][first] of
+ * patch i and row `first` of Z's block i (the n x k blocks k_eye fills,
+ * dsk_eye's index e = i n k + ...: contiguous, disjoint, in patch order). */
 static void test_pointers(void **state)
 {
 	(void)state;
 	enum { NP = 5, NFIB = 3, M = 7, CNF = 2, BLOCKS = 2 };
-	const size_t n = NFIB * M, k = CNF * M;
+	const size_t n = NFIB * M, k = CNF * M, first = M; /* core_f0 = 1 */
 	double icov[NP * NFIB * M * NFIB * M], x[NP * NFIB * M], z[NP * NFIB * M * CNF * M];
-	double *pa[NP], *px[NP], *pz[NP];
+	double *pa[NP], *px[NP], *pl[NP], *pzt[NP];
 	int fail[NP];
 	memset(fail, 0x55, sizeof fail);
 	for (int b = 0; b < BLOCKS; b++)
 		for (int t = 0; t < DSK_THREADS; t++) {
 			int i = b * DSK_THREADS + t;
 			if (i < NP)
-				dsk_pointers(i, n, k, icov, x, z, pa, px, pz, fail);
+				dsk_pointers(i, n, k, first, icov, x, z, pa, px, pl, pzt, fail);
 		}
 	for (int i = 0; i < NP; i++) {
 		/* the CPU's layout, written out: icov + i n^2, y after np n^2 */
 		assert_ptr_equal(pa[i], &icov[(size_t)i * n * n]);
 		assert_ptr_equal(px[i], &x[(size_t)i * n]);
-		assert_ptr_equal(pz[i], &z[(size_t)i * n * k]);
 		assert_int_equal(fail[i], 0);
-		/* Z's block i holds exactly k_eye's elements of patch i */
-		for (size_t e = 0; e < n * k; e++)
-			assert_true((size_t)(pz[i] + e - z) / (n * k) == (size_t)i);
-	}
-	assert_ptr_equal(pz[NP - 1] + n * k, z + sizeof z / sizeof z[0]);
-	assert_ptr_equal(pa[NP - 1] + n * n, icov + sizeof icov / sizeof icov[0]);
-	/* the trailing solve: L[first][first] of patch i, Z[first][0] of block i */
-	const size_t first = M; /* core_f0 = 1 */
-	double *pl[NP], *pzt[NP];
-	for (int i = 0; i < NP; i++)
-		dsk_trailing(i, n, k, first, icov, z, pl, pzt);
-	for (int i = 0; i < NP; i++) {
-		assert_ptr_equal(pl[i], &pa[i][first * n + first]);
-		assert_ptr_equal(pzt[i], &pz[i][first]);
+		assert_ptr_equal(pl[i], &icov[(size_t)i * n * n + first * n + first]);
+		assert_ptr_equal(pzt[i], &z[(size_t)i * n * k + first]);
 		/* the last column's last row stays inside patch i's blocks */
 		assert_true(pl[i] + (n - first - 1) * n + (n - first - 1) < pa[i] + n * n);
-		assert_true(pzt[i] + (k - 1) * n + (n - first - 1) < pz[i] + n * k);
+		assert_true(pzt[i] + (k - 1) * n + (n - first - 1) < z + (size_t)(i + 1) * n * k);
+		assert_true(pzt[i] >= z + (size_t)i * n * k);
 	}
+	assert_ptr_equal(pa[NP - 1] + n * n, icov + sizeof icov / sizeof icov[0]);
 }
 
 /* k_solve<<<1, THREADS>>> for one patch, phase by phase (each loop a phase

@@ -305,29 +305,22 @@ DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m
 
 /* k_pointers' body for patch i: the batched calls' pointers into the
  * chunk's iCov [np][n][n] (the CPU's normal-equation layout,
- * desi_patch_batch_cpu()), x [np][n] and Z [np][n k] (k_eye's blocks,
- * k = core_nf m), and a cleared failure flag. */
-DSK_FN void dsk_pointers(int i, size_t n, size_t k, double *icov, double *x, double *z,
-			 double **pa, double **px, double **pz, int *fail)
+ * desi_patch_batch_cpu()) and x [np][n], and a cleared failure flag; and
+ * the triangular solve's.  Z = L^-1 E (Z: [np][n k], k_eye's blocks,
+ * k = core_nf m) has exact zeros above row `first` (E's first non-zero
+ * row, core_f0 m; L is lower triangular), so cublasDtrsmBatched solves
+ * only the trailing n - first rows: L's trailing diagonal block (pl,
+ * lda n) against Z's trailing rows (pzt, ldb n).  (Five calls, one per
+ * core fibre block, each on its own trailing rows, were slower on an
+ * H200: 1.4-1.7 ms against 1.2-1.3 ms per subbundle, doc/gpu.md.) */
+DSK_FN void dsk_pointers(int i, size_t n, size_t k, size_t first, double *icov, double *x,
+			 double *z, double **pa, double **px, double **pl, double **pzt, int *fail)
 {
 	pa[i] = icov + (size_t)i * n * n;
 	px[i] = x + (size_t)i * n;
-	pz[i] = z + (size_t)i * n * k;
-	fail[i] = 0;
-}
-
-/* The triangular solve's pointers for patch i: Z = L^-1 E has exact zeros
- * above row `first` (E's first non-zero row, core_f0 m; L is lower
- * triangular), so cublasDtrsmBatched solves only the trailing n - first
- * rows: L's trailing diagonal block (pl, lda n) against Z's trailing rows
- * (pzt, ldb n).  (Five calls, one per core fibre block, each on its own
- * trailing rows, were slower on an H200: 1.4-1.7 ms against 1.2-1.3 ms
- * per subbundle, doc/gpu.md.) */
-DSK_FN void dsk_trailing(int i, size_t n, size_t k, size_t first, double *icov, double *z,
-			 double **pl, double **pzt)
-{
-	pl[i] = icov + (size_t)i * n * n + first * (n + 1);
+	pl[i] = pa[i] + first * (n + 1);
 	pzt[i] = z + (size_t)i * n * k + first;
+	fail[i] = 0;
 }
 
 /* ---- k_solve: x = L'^-1 L^-1 y for one patch, in blocks of DSK_NB ----

@@ -111,7 +111,7 @@ static_assert(sizeof(common) + sizeof(geom) + 12 * sizeof(void *) < 4000,
 struct layout {
 	int cap;                  /* patches per chunk */
 	size_t pixcap;            /* window pixels per chunk */
-	size_t pix, ivar, chi2, tpos, z, c, core, pa, pz, px, pl, pzt, info, info_rs, fail;
+	size_t pix, ivar, chi2, tpos, z, c, core, pa, px, pl, pzt, info, info_rs, fail;
 	size_t ev, einfo; /* the batched eigensolver's eigenvalues and infos (eigen=syevb) */
 	size_t total;
 };
@@ -165,7 +165,6 @@ static layout make_layout(const desi_batch_t *b, phase ph)
 	L.c = take(&at, P * (size_t)b->p.core_nf * m * m * sizeof(double));
 	L.core = take(&at, P * (size_t)b->p.core_nf * nf_out * m * sizeof(double));
 	L.pa = take(&at, P * sizeof(double *));
-	L.pz = take(&at, P * sizeof(double *));
 	L.px = take(&at, P * sizeof(double *));
 	L.pl = take(&at, P * sizeof(double *));
 	L.pzt = take(&at, P * sizeof(double *));
@@ -256,14 +255,13 @@ __global__ void k_regularise(common c, double *icov, const double *fwv)
 
 /* The batched calls' pointer arrays and the failure flags, one thread per patch. */
 __global__ void k_pointers(common c, int np, double *icov, double *x, double *z, double **pa,
-			   double **px, double **pz, double **pl, double **pzt, int *fail)
+			   double **px, double **pl, double **pzt, int *fail)
 {
 	const int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= np)
 		return;
-	dsk_pointers(i, (size_t)c.n, (size_t)c.core_nf * c.m, icov, x, z, pa, px, pz, fail);
-	dsk_trailing(i, (size_t)c.n, (size_t)c.core_nf * c.m, (size_t)c.core_f0 * c.m, icov, z, pl,
-		     pzt);
+	dsk_pointers(i, (size_t)c.n, (size_t)c.core_nf * c.m, (size_t)c.core_f0 * c.m, icov, x, z,
+		     pa, px, pl, pzt, fail);
 }
 
 /* x = L'^-1 L^-1 y for patch blockIdx.x, in place (desi_kern.h's k_solve):
@@ -869,8 +867,7 @@ extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *
 	double *chi2 = (double *)(base + L.chi2), *tpos = (double *)(base + L.tpos);
 	double *z = (double *)(base + L.z);
 	double *cbb = (double *)(base + L.c), *core = (double *)(base + L.core);
-	double **pa = (double **)(base + L.pa), **pz = (double **)(base + L.pz);
-	double **px = (double **)(base + L.px);
+	double **pa = (double **)(base + L.pa), **px = (double **)(base + L.px);
 	double **pl = (double **)(base + L.pl), **pzt = (double **)(base + L.pzt);
 	double *evs = (double *)(base + L.ev);
 	int *einfo = (int *)(base + L.einfo);
@@ -899,8 +896,8 @@ extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *
 		steps_mark(&t, S_WINDOW, st);
 		k_window<<<pixgrid, THREADS, 0, st>>>(c, g, img, ivar, wpix, wivar);
 		LAUNCHED();
-		k_pointers<<<grid_for((size_t)P), THREADS, 0, st>>>(c, P, ic, x, z, pa, px, pz, pl,
-								     pzt, fail);
+		k_pointers<<<grid_for((size_t)P), THREADS, 0, st>>>(c, P, ic, x, z, pa, px, pl, pzt,
+								     fail);
 		LAUNCHED();
 		steps_mark(&t, S_POTRF, st);
 		SO(cusolverDnDpotrfBatched(hs, CUBLAS_FILL_MODE_LOWER, n, pa, n, info, P));
@@ -915,7 +912,7 @@ extern "C" int desi_decorrelate_batch_cuda(const desi_batch_t *b, const double *
 		steps_mark(&t, S_TRSM, st);
 		k_eye<<<grid_for((size_t)P * n * K), THREADS, 0, st>>>(c, P, z);
 		LAUNCHED();
-		/* Z = L^-1 E: rows above `first` stay k_eye's zeros (dsk_trailing) */
+		/* Z = L^-1 E: rows above `first` stay k_eye's zeros (dsk_pointers) */
 		BL(cublasDtrsmBatched(hb, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
 				      CUBLAS_DIAG_NON_UNIT, n - first, K, &one,
 				      (const double *const *)pl, n, (double *const *)pzt, n, P));
