@@ -15,6 +15,7 @@
 
 #include "../codelets/jsync/jsync.h"
 #include "../codelets/jsync/jsync_ref.h"
+#include "cpuisa.h"
 #include "npy.h"
 
 static void *xmalloc(size_t n)
@@ -341,6 +342,81 @@ static void test_chunks(void **state)
 	free(v);
 }
 
+/* Every SIMD variant this CPU can run (cpuisa.h) against the reference
+ * choices and against the baseline variant: the same choice bytes and the
+ * same integer products, bit for bit, over chunks that start and end
+ * anywhere (runs of every length mod 4).  Tolerance: none. */
+static void test_variants(void **state)
+{
+	(void)state;
+	int64_t N = 61, P = jsync_npairs(N), T = jsync_ntriplets(N);
+	double *R = random_R(N, 17);
+	size_t nb = jsync_choice_bytes(N, 0, P);
+	uint8_t *ref = xmalloc((size_t)T), *base = xmalloc(nb), *ch = xmalloc(nb);
+	int64_t *vq = xmalloc((size_t)P * sizeof *vq);
+	int64_t *w0 = xmalloc((size_t)P * sizeof *w0), *w1 = xmalloc((size_t)P * sizeof *w1);
+	int64_t *w2 = xmalloc((size_t)P * sizeof *w2);
+	double *v = xmalloc((size_t)P * sizeof *v);
+	const jsync_cpu_kernels_t *k0 = jsync_cpu_kernels(SP_ISA_BASELINE);
+	jsync_ref_rng_t r = { 23 };
+	int64_t cuts[] = { 0, 1, 2, 3, 58, 61, 500, 1001, 1768, 1829, P };
+	size_t nc = sizeof cuts / sizeof *cuts;
+	int ran = 0;
+
+	assert_non_null(k0);
+	assert_int_equal(sp_isa_supported(SP_ISA_BASELINE), 1);
+	assert_in_range(sp_cpu_isa(), 0, SP_ISA_COUNT - 1);
+	assert_int_equal(sp_isa_supported(sp_cpu_isa()), 1);
+	for (int64_t p = 0; p < P; p++)
+		v[p] = jsync_ref_uniform(&r) - 0.5;
+	jsync_quantize(v, P, vq);
+	jsync_ref_choices(R, N, ref);
+	k0->best(R, N, 0, P, base);
+	memset(w0, 0, (size_t)P * sizeof *w0);
+	k0->matvec(base, N, 0, P, vq, w0);
+	for (int64_t p = 0, t = 0, o = 0; p < P; p++) {
+		int64_t i, j;
+		jsync_pair_ij(N, p, &i, &j);
+		for (int64_t u = 0; u < N - 1 - j; u++, t++)
+			assert_int_equal(choice_at(base + o, u), ref[t]);
+		o += (N - 1 - j + 3) / 4;
+	}
+	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+		const jsync_cpu_kernels_t *k = jsync_cpu_kernels(isa);
+		if (k == NULL) {
+			assert_int_equal(sp_isa_supported(isa) && SP_HAVE_AVX2_VARIANT, 0);
+			print_message("# variant %s: not on this CPU or build, not run\n",
+				      sp_isa_name(isa));
+			continue;
+		}
+		memset(ch, 0xAA, nb);
+		memset(w1, 0, (size_t)P * sizeof *w1);
+		memset(w2, 0, (size_t)P * sizeof *w2);
+		for (size_t q = nc - 1; q-- > 0;) {
+			size_t off = jsync_choice_bytes(N, 0, cuts[q]);
+			k->best(R, N, cuts[q], cuts[q + 1], ch + off);
+			k->matvec(ch + off, N, cuts[q], cuts[q + 1], vq, w1);
+			k->fused(R, N, cuts[q], cuts[q + 1], vq, w2);
+		}
+		assert_memory_equal(base, ch, nb);
+		assert_memory_equal(w0, w1, (size_t)P * sizeof *w0);
+		assert_memory_equal(w0, w2, (size_t)P * sizeof *w0);
+		print_message("# variant %s: same choices and products as baseline and the reference\n",
+			      sp_isa_name(isa));
+		ran++;
+	}
+	assert_true(ran >= 1);
+	free(R);
+	free(ref);
+	free(base);
+	free(ch);
+	free(vq);
+	free(w0);
+	free(w1);
+	free(w2);
+	free(v);
+}
+
 /* The power method of science/jsync.md on the kernels, choices stored,
  * work split in 2 chunks (as 2 workers would).  Returns the iterations. */
 static int power(const double *R, int64_t N, uint64_t seed, int8_t *signs)
@@ -586,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_best_vs_ref),
 		cmocka_unit_test(test_matvec_vs_dense),
 		cmocka_unit_test(test_chunks),
+		cmocka_unit_test(test_variants),
 		cmocka_unit_test(test_power_shared),
 		cmocka_unit_test(test_power_vijs),
 		cmocka_unit_test(test_power_generated),

@@ -95,6 +95,19 @@ void jsync_matvec_cpu(const uint8_t *choices, int64_t N, int64_t p0, int64_t p1,
 void jsync_matvec_fused_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
 			    const int64_t *vq, int64_t *wq);
 
+/* The same three kernels in one SIMD variant (src/base/cpuisa.h): the
+ * functions above call those of sp_cpu_isa(); this gives a given variant,
+ * NULL where it cannot run (not built, or the CPU lacks it).  For tests and
+ * benchmarks: every variant computes the same bits. */
+typedef struct jsync_cpu_kernels {
+	void (*best)(const double *R, int64_t N, int64_t p0, int64_t p1, uint8_t *choices);
+	void (*matvec)(const uint8_t *choices, int64_t N, int64_t p0, int64_t p1,
+		       const int64_t *vq, int64_t *wq);
+	void (*fused)(const double *R, int64_t N, int64_t p0, int64_t p1, const int64_t *vq,
+		      int64_t *wq);
+} jsync_cpu_kernels_t;
+const jsync_cpu_kernels_t *jsync_cpu_kernels(int isa);
+
 /* ---- CUDA kernels (asynchronous on stream; return 0 or SP_ECUDA) ---- */
 struct CUstream_st;
 int jsync_best_cuda(const double *R, int64_t N, int64_t p0, int64_t p1,

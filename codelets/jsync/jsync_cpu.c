@@ -2,6 +2,8 @@
 #include "jsync.h"
 #include "jsync_kern.h"
 
+#include "cpuisa.h"
+
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -9,7 +11,10 @@
 /*
  * DESIGN.  The inner loops run over k in lanes of 4 triplets (one choice
  * byte) with GCC/Clang vector extensions, so they vectorise at -O2 whatever
- * the target (two SSE2 halves on plain x86-64, one AVX register with AVX).
+ * the target.  jsync_cpu_simd.h holds them, and is compiled twice here
+ * (cpuisa.h): two SSE2 halves of a byte for the build's x86-64 target, one
+ * AVX2 register under `#pragma GCC target("avx2")`; each call goes to the
+ * variant sp_cpu_isa() names.  Both compute the same bits.
  * The residual arithmetic is written in one explicit order, without any
  * fused multiply-add (the file must be compiled with -ffp-contract=off,
  * which -std=c11 implies for GCC), and jsync_cuda.cu evaluates the same
@@ -25,16 +30,6 @@
  * Negation is exact and rounding is symmetric, so (+-e)^2 is the same double;
  * the sums start from +0, which adds exactly.
  */
-
-/* Lanes of the residual code: as wide as the target's vector registers
- * (wider vectors are lowered through the stack by GCC, 4x slower). */
-#if defined(__AVX__)
-#define JS_W 4
-#else
-#define JS_W 2
-#endif
-typedef double vd __attribute__((vector_size(8 * JS_W)));
-typedef int64_t vl __attribute__((vector_size(8 * JS_W)));
 
 /* The 2-bit choice codes as branch-free sign masks (0: +, -1: -):
  * s_ij_jk is - for 1, 2; s_ik_jk is - for 2, 3; s_ij_ik is - for 1, 3. */
@@ -163,10 +158,10 @@ int jsync_quantize(const double *v, int64_t P, int64_t *vq)
  * dp = d + C or dm = d - C; E3: that of c3 is e0 = s - C or sp = s + C). */
 #define JS_ENTRY(a, c, E1, E2, E3)                                          \
 	do {                                                                \
-		vd x = A[3 * (a)] * B[(c)] + A[3 * (a) + 1] * B[3 + (c)];   \
-		vd y = A[3 * (a) + 2] * B[6 + (c)];                         \
-		vd s = x + y, d = y - x, cc = C[3 * (a) + (c)];             \
-		vd e0 = s - cc, dp = d + cc, dm = d - cc, sp = s + cc;      \
+		JS_VD x = A[3 * (a)] * B[(c)] + A[3 * (a) + 1] * B[3 + (c)];   \
+		JS_VD y = A[3 * (a) + 2] * B[6 + (c)];                         \
+		JS_VD s = x + y, d = y - x, cc = C[3 * (a) + (c)];             \
+		JS_VD e0 = s - cc, dp = d + cc, dm = d - cc, sp = s + cc;      \
 		(void)dp;                                                   \
 		(void)dm;                                                   \
 		(void)sp;                                                   \
@@ -176,233 +171,70 @@ int jsync_quantize(const double *v, int64_t P, int64_t *vq)
 		c3 = c3 + (E3) * (E3);                                      \
 	} while (0)
 
-/* The four costs of JS_W consecutive triplets, A broadcast, B and C the
- * lanes; see DESIGN for the order of operations. */
-static inline void costs(const vd *A, const vd *B, const vd *C, vd cost[4])
-{
-	vd c0 = { 0 }, c1 = { 0 }, c2 = { 0 }, c3 = { 0 };
-
-	JS_ENTRY(0, 0, dp, dp, e0);
-	JS_ENTRY(0, 1, dp, dp, e0);
-	JS_ENTRY(0, 2, dp, dm, sp);
-	JS_ENTRY(1, 0, dp, dp, e0);
-	JS_ENTRY(1, 1, dp, dp, e0);
-	JS_ENTRY(1, 2, dp, dm, sp);
-	JS_ENTRY(2, 0, dm, dp, sp);
-	JS_ENTRY(2, 1, dm, dp, sp);
-	JS_ENTRY(2, 2, dm, dm, e0);
-	cost[0] = c0;
-	cost[1] = c1;
-	cost[2] = c2;
-	cost[3] = c3;
-}
-
-/* Triplets t .. t+JS_W-1 of a run (those < L; the rest zero) of the B and
- * C runs (consecutive 3x3 matrices) into lanes.  Lanes are built in
- * registers: scalar stores reloaded as a vector would stall on store
- * forwarding. */
-static inline void load(const double *Bp, const double *Cp, int64_t t,
-			int64_t L, vd B[9], vd C[9])
-{
-	const double *b = Bp + 9 * t, *c = Cp + 9 * t;
-
-	if (L - t >= JS_W) {
-		for (int e = 0; e < 9; e++) {
-#if JS_W == 4
-			B[e] = (vd){ b[e], b[9 + e], b[18 + e], b[27 + e] };
-			C[e] = (vd){ c[e], c[9 + e], c[18 + e], c[27 + e] };
+/* The baseline variant: the build's own target (SSE2 on plain x86-64; one
+ * AVX register when the whole build targets AVX). */
+#if defined(__AVX__)
+#define JS_W 4
 #else
-			B[e] = (vd){ b[e], b[9 + e] };
-			C[e] = (vd){ c[e], c[9 + e] };
+#define JS_W 2
 #endif
-		}
-		return;
-	}
-	for (int e = 0; e < 9; e++) {
-		for (int l = 0; l < JS_W; l++) {
-			B[e][l] = t + l < L ? b[9 * l + e] : 0.0;
-			C[e][l] = t + l < L ? c[9 * l + e] : 0.0;
-		}
-	}
-}
+typedef double js_vd_base __attribute__((vector_size(8 * JS_W)));
+typedef int64_t js_vl_base __attribute__((vector_size(8 * JS_W)));
+#define JS_VD js_vd_base
+#define JS_VL js_vl_base
+#define JS_FN(name) name##_base
+#include "jsync_cpu_simd.h"
+#undef JS_W
+#undef JS_VD
+#undef JS_VL
+#undef JS_FN
 
-/* The choice byte of triplets t .. t+3 of a run (pad lanes beyond L get
- * choice 0): first minimum, strict <. */
-static inline unsigned choice_byte(const vd *A, const double *Bp,
-				   const double *Cp, int64_t t, int64_t L)
-{
-	double cost[4][4];
-	unsigned byte = 0;
-
-	for (int h = 0; h < 4; h += JS_W) {
-		vd B[9], C[9], cv[4];
-		load(Bp, Cp, t + h, L, B, C);
-		costs(A, B, C, cv);
-		for (int q = 0; q < 4; q++)
-			memcpy(&cost[q][h], &cv[q], sizeof cv[q]);
-	}
-	for (int l = 0; l < 4; l++) {
-		double m = cost[0][l];
-		unsigned best = 0;
-		for (unsigned c = 1; c < 4; c++) {
-			if (cost[c][l] < m) {
-				m = cost[c][l];
-				best = c;
-			}
-		}
-		byte |= best << (2 * l);
-	}
-	return t + 4 <= L ? byte : byte & ((1u << (2 * (L - t))) - 1);
-}
-
-/* A (pair p's matrix) broadcast to lanes. */
-static inline void broadcast(const double *A, vd Av[9])
-{
-	for (int e = 0; e < 9; e++)
-		for (int l = 0; l < JS_W; l++)
-			Av[e][l] = A[e];
-}
-
-void jsync_best_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
-		    uint8_t *choices)
-{
-	int64_t i, j;
-
-	if (p0 >= p1)
-		return;
-	jsync_pair_ij(N, p0, &i, &j);
-	for (int64_t p = p0; p < p1; p++) {
-		int64_t L = N - 1 - j;
-		const double *Bp = R + 9 * jsync_pair(N, j, j + 1);
-		const double *Cp = R + 9 * (p + 1);
-		vd A[9];
-		broadcast(R + 9 * p, A);
-		for (int64_t t = 0; t < L; t += 4)
-			*choices++ = (uint8_t)choice_byte(A, Bp, Cp, t, L);
-		if (++j == N) {
-			i++;
-			j = i + 1;
-		}
-	}
-}
-
-/* wq[ij] is returned; wq[jk], wq[ik] of triplets t .. t+n-1 updated. */
-static inline int64_t matvec_byte(unsigned byte, int n, int64_t vij,
-				  const int64_t *vjk, const int64_t *vik,
-				  int64_t *wjk, int64_t *wik)
-{
-	int64_t wij = 0;
-
-	for (int l = 0; l < n; l++, byte >>= 2) {
-		unsigned c = byte & 3;
-		int64_t m1 = JS_M1(c), m2 = JS_M2(c), m3 = JS_M3(c);
-		int64_t a = vjk[l], b = vik[l];
-		wij += ((a ^ m1) - m1) + ((b ^ m3) - m3);
-		wjk[l] += ((vij ^ m1) - m1) + ((b ^ m2) - m2);
-		wik[l] += ((vij ^ m3) - m3) + ((a ^ m2) - m2);
-	}
-	return wij;
-}
-
-/* Full bytes in lanes: the choices as sign masks, then +-vq sums; the
- * wq[ij] terms go to the lanes of *acc (by pointer: no vector return ABI). */
-static inline void matvec4(unsigned byte, int64_t vij, const int64_t *vjk,
-			   const int64_t *vik, int64_t *wjk, int64_t *wik,
-			   vl *acc)
-{
-	for (int h = 0; h < 4; h += JS_W, byte >>= 2 * JS_W) {
-#if JS_W == 4
-		vl c = { byte & 3, (byte >> 2) & 3, (byte >> 4) & 3,
-			 (byte >> 6) & 3 };
-		vl vv = { vij, vij, vij, vij };
-#else
-		vl c = { byte & 3, (byte >> 2) & 3 };
-		vl vv = { vij, vij };
+#if SP_HAVE_AVX2_VARIANT
+/* The AVX2 variant: 4 lanes (wider vectors are lowered through the stack by
+ * GCC, 4x slower).  No FMA: the file is built with -ffp-contract=off. */
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define JS_W 4
+typedef double js_vd_avx2 __attribute__((vector_size(32)));
+typedef int64_t js_vl_avx2 __attribute__((vector_size(32)));
+#define JS_VD js_vd_avx2
+#define JS_VL js_vl_avx2
+#define JS_FN(name) name##_avx2
+#include "jsync_cpu_simd.h"
+#undef JS_W
+#undef JS_VD
+#undef JS_VL
+#undef JS_FN
+#pragma GCC pop_options
 #endif
-		vl m1 = -((c ^ (c >> 1)) & 1), m2 = -((c >> 1) & 1);
-		vl m3 = -(c & 1);
-		vl a, b, wa, wb;
 
-		memcpy(&a, vjk + h, sizeof a);
-		memcpy(&b, vik + h, sizeof b);
-		memcpy(&wa, wjk + h, sizeof wa);
-		memcpy(&wb, wik + h, sizeof wb);
-		wa += ((vv ^ m1) - m1) + ((b ^ m2) - m2);
-		wb += ((vv ^ m3) - m3) + ((a ^ m2) - m2);
-		memcpy(wjk + h, &wa, sizeof wa);
-		memcpy(wik + h, &wb, sizeof wb);
-		*acc += ((a ^ m1) - m1) + ((b ^ m3) - m3);
-	}
+static const jsync_cpu_kernels_t variants[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = { best_base, matvec_base, fused_base },
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = { best_avx2, matvec_avx2, fused_avx2 },
+#endif
+};
+
+const jsync_cpu_kernels_t *jsync_cpu_kernels(int isa)
+{
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || variants[isa].best == NULL)
+		return NULL;
+	return &variants[isa];
 }
 
-/* The sum of the lanes of acc. */
-static inline int64_t hsum(const vl *acc)
+void jsync_best_cpu(const double *R, int64_t N, int64_t p0, int64_t p1, uint8_t *choices)
 {
-	int64_t s = 0;
-	for (int l = 0; l < JS_W; l++)
-		s += (*acc)[l];
-	return s;
+	variants[sp_cpu_isa()].best(R, N, p0, p1, choices);
 }
 
 void jsync_matvec_cpu(const uint8_t *choices, int64_t N, int64_t p0, int64_t p1,
 		      const int64_t *vq, int64_t *wq)
 {
-	int64_t i, j;
-
-	if (p0 >= p1)
-		return;
-	jsync_pair_ij(N, p0, &i, &j);
-	for (int64_t p = p0; p < p1; p++) {
-		int64_t L = N - 1 - j, t = 0;
-		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
-		int64_t vij = vq[p];
-		vl acc = { 0 };
-		for (; t + 4 <= L; t += 4)
-			matvec4(*choices++, vij, vq + jk + t, vq + ik + t,
-				wq + jk + t, wq + ik + t, &acc);
-		int64_t wij = hsum(&acc);
-		if (t < L)
-			wij += matvec_byte(*choices++, (int)(L - t), vij,
-					   vq + jk + t, vq + ik + t,
-					   wq + jk + t, wq + ik + t);
-		wq[p] += wij;
-		if (++j == N) {
-			i++;
-			j = i + 1;
-		}
-	}
+	variants[sp_cpu_isa()].matvec(choices, N, p0, p1, vq, wq);
 }
 
 void jsync_matvec_fused_cpu(const double *R, int64_t N, int64_t p0, int64_t p1,
 			    const int64_t *vq, int64_t *wq)
 {
-	int64_t i, j;
-
-	if (p0 >= p1)
-		return;
-	jsync_pair_ij(N, p0, &i, &j);
-	for (int64_t p = p0; p < p1; p++) {
-		int64_t L = N - 1 - j, t = 0;
-		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
-		int64_t vij = vq[p];
-		vl acc = { 0 };
-		int64_t wij = 0;
-		vd A[9];
-		broadcast(R + 9 * p, A);
-		for (; t < L; t += 4) {
-			unsigned byte = choice_byte(A, R + 9 * jk, R + 9 * ik, t, L);
-			if (t + 4 <= L)
-				matvec4(byte, vij, vq + jk + t, vq + ik + t,
-					wq + jk + t, wq + ik + t, &acc);
-			else
-				wij += matvec_byte(byte, (int)(L - t), vij,
-						   vq + jk + t, vq + ik + t,
-						   wq + jk + t, wq + ik + t);
-		}
-		wq[p] += wij + hsum(&acc);
-		if (++j == N) {
-			i++;
-			j = i + 1;
-		}
-	}
+	variants[sp_cpu_isa()].fused(R, N, p0, p1, vq, wq);
 }

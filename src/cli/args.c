@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cpuisa.h"
 #include "cluster.h"
 #include "run.h"
 #include "runtime.h"
@@ -306,7 +307,9 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 			char d[160], bl[200];
 			sp_runtime_describe(d, sizeof d);
 			cli_blas_describe(bl, sizeof bl);
-			printf("starpipe %s\n%s\n%s\n%s\n", PACKAGE_VERSION, d, sp_cluster_describe(), bl);
+			printf("starpipe %s\n%s\n%s\n%s\nCPU kernels: %s%s\n", PACKAGE_VERSION, d,
+			       sp_cluster_describe(), bl, sp_isa_name(sp_cpu_isa()),
+			       getenv("STARPIPE_CPU_ISA") != NULL ? " (STARPIPE_CPU_ISA)" : "");
 			sp_cluster_finalize();
 			exit(0);
 		}
