@@ -1,7 +1,7 @@
 # The J-sync pipeline in the build (doc/jsync.md): included by Makefile.am, whose lists it extends; %D% is this folder.
 SP_PIPELINES += jsync
 SP_LIB_SOURCES += \
-	%D%/jsync.h %D%/jsync_kern.h \
+	%D%/jsync.h %D%/jsync_kern.h %D%/jsync_cpu_simd.h \
 	%D%/jsync_cpu.c \
 	%D%/jsync_glue.h \
 	%D%/read_codelet.c \
@@ -10,7 +10,7 @@ SP_LIB_SOURCES += \
 	%D%/write_codelet.c
 SP_CUDA_SOURCES += %D%/jsync_cuda.cu
 SP_GRAPHS += graphs/jsync.yaml
-EXTRA_DIST += doc/jsync.md bench/jsync bench/jsync_numpy_ref.py
+EXTRA_DIST += doc/jsync.md bench/jsync bench/jsync_numpy_ref.py bench/jsync-plain.c
 
 # the problem generator
 bin_PROGRAMS += starpipe-jsync-gen
