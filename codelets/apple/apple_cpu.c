@@ -23,9 +23,13 @@
  * pixel index, so labels come out in SciPy's raster order.
  *
  * The score's transforms are FFTW_ESTIMATE plans: the same algorithm, hence
- * the same bits, on every run and machine (FFTW_MEASURE chooses by timing,
- * and gained only 14% on the 26 x 26 transforms here).  One q x q c2r per
- * (query, reference) pair is ~3 us, ~90% of the score's time.
+ * the same bits, on every run and machine (FFTW_MEASURE chooses by timing).
+ * One q x q c2r per (query, reference) pair is ~80% of the score's time.
+ * It is planned as its two passes, the column DFTs out of place into a
+ * second buffer, then the row c2r's: FFTW's 2-D plan runs the same codelets
+ * (same bits: checked on the 26 x 26 transforms of a 4k micrograph) but
+ * buffers and copies the strided columns (`fftw_cpy2d`); the two passes do
+ * not, 1.63 -> 1.32 us per 26 x 26 transform here (doc/profiling.md).
  */
 
 /* ---- parameters -------------------------------------------------------- */
@@ -373,8 +377,11 @@ struct apple_score_fft {
 	int q, nh;            /* q, q/2 + 1 */
 	double *real;         /* [q][q] */
 	fftw_complex *spec;   /* [q][nh] */
+	fftw_complex *cols;   /* [q][nh] spec after the inverse's column pass */
 	fftw_complex *wspec;  /* [APPLE_QBLOCK][q][nh] a block of queries' spectra */
-	fftw_plan fwd, inv;
+	fftw_plan fwd;        /* real -> spec, r2c */
+	fftw_plan inv_cols;   /* spec -> cols, the nh column DFTs (backward) */
+	fftw_plan inv_rows;   /* cols -> real, the q row c2r's */
 };
 
 size_t apple_score_spec_size(int q)
@@ -393,14 +400,21 @@ apple_score_fft_t *apple_score_fft_init(int q)
 	f->nh = q / 2 + 1;
 	f->real = fftw_malloc(sizeof(double) * (size_t)q * q);
 	f->spec = fftw_malloc(sizeof(fftw_complex) * ns);
+	f->cols = fftw_malloc(sizeof(fftw_complex) * ns);
 	f->wspec = fftw_malloc(sizeof(fftw_complex) * ns * APPLE_QBLOCK);
-	if (f->real == NULL || f->spec == NULL || f->wspec == NULL) {
+	if (f->real == NULL || f->spec == NULL || f->cols == NULL || f->wspec == NULL) {
 		apple_score_fft_free(&f);
 		return NULL;
 	}
 	f->fwd = fftw_plan_dft_r2c_2d(q, q, f->real, f->spec, FFTW_ESTIMATE);
-	f->inv = fftw_plan_dft_c2r_2d(q, q, f->spec, f->real, FFTW_ESTIMATE);
-	if (f->fwd == NULL || f->inv == NULL) {
+	/* the 2-D c2r in two passes (DESIGN): nh columns of length q at stride
+	 * nh, then q rows of nh complex -> q real */
+	int n[1] = { q };
+	f->inv_cols = fftw_plan_many_dft(1, n, f->nh, f->spec, NULL, f->nh, 1, f->cols, NULL,
+					 f->nh, 1, FFTW_BACKWARD, FFTW_ESTIMATE);
+	f->inv_rows = fftw_plan_many_dft_c2r(1, n, q, f->cols, NULL, 1, f->nh, f->real, NULL, 1,
+					     q, FFTW_ESTIMATE | FFTW_DESTROY_INPUT);
+	if (f->fwd == NULL || f->inv_cols == NULL || f->inv_rows == NULL) {
 		apple_score_fft_free(&f);
 		return NULL;
 	}
@@ -415,11 +429,14 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 		return;
 	if (f->fwd != NULL)
 		fftw_destroy_plan(f->fwd);
-	if (f->inv != NULL)
-		fftw_destroy_plan(f->inv);
+	if (f->inv_cols != NULL)
+		fftw_destroy_plan(f->inv_cols);
+	if (f->inv_rows != NULL)
+		fftw_destroy_plan(f->inv_rows);
 
 	fftw_free(f->real);
 	fftw_free(f->spec);
+	fftw_free(f->cols);
 	fftw_free(f->wspec);
 	free(f);
 	*fp = NULL;
@@ -494,7 +511,8 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 				/* mean(cc) = P[0] / q^2: the sum of a circular
 				 * correlation is the product of the sums */
 				double p0 = P[0];
-				fftw_execute(f->inv);
+				fftw_execute(f->inv_cols);
+				fftw_execute(f->inv_rows);
 				resp[(size_t)(k - qbegin) * nref + r] = (max_of(f->real, nn) - p0) * inv;
 			}
 		}
