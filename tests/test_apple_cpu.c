@@ -15,6 +15,7 @@
 #include <fftw3.h>
 
 #include "../codelets/apple/apple.h"
+#include "cpuisa.h"
 #include "npyread.h"
 #include "testutil.h"
 
@@ -703,6 +704,111 @@ static void test_response_direct(void **state)
 	free(resp2);
 }
 
+/* The score's SIMD variants (src/base/cpuisa.h) against the scalar loops
+ * they replace, and the two-pass inverse against FFTW's 2-D c2r plan: the
+ * same bits (tolerance: none). */
+static void test_score_variants(void **state)
+{
+	enum { NS = 364, NMAX = 700 };
+	double *R = xmalloc(sizeof(double) * 2 * NS), *W = xmalloc(sizeof(double) * 2 * NS);
+	double *P = xmalloc(sizeof(double) * 2 * NS), *Pr = xmalloc(sizeof(double) * 2 * NS);
+	double *a = xmalloc(sizeof(double) * NMAX);
+	static const size_t sizes[] = { 1, 2, 3, 5, 182, 364 };
+	int ran = 0;
+	(void)state;
+
+	for (int i = 0; i < 2 * NS; i++) {
+		R[i] = urand() - 0.5;
+		W[i] = 3 * urand() - 1.5;
+	}
+	for (int t = 0; t < 2 * NS; t += 2) {
+		Pr[t] = R[t] * W[t] + R[t + 1] * W[t + 1];
+		Pr[t + 1] = R[t + 1] * W[t] - R[t] * W[t + 1];
+	}
+	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+		const apple_score_simd_t *v = apple_score_simd(isa);
+		if (v == NULL) {
+			print_message("# variant %s: not on this CPU or build, not run\n", sp_isa_name(isa));
+			continue;
+		}
+		for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+			memset(P, 0xAA, sizeof(double) * 2 * NS);
+			v->product(R, W, P, sizes[z]);
+			assert_memory_equal(P, Pr, sizeof(double) * 2 * sizes[z]);
+			/* nothing written past ns values */
+			if (sizes[z] < NS)
+				assert_memory_not_equal(P + 2 * sizes[z], Pr + 2 * sizes[z], sizeof(double));
+		}
+		for (size_t n = 1; n <= NMAX; n += n < 40 ? 1 : 219) {
+			for (int pos = 0; pos < 3; pos++) {
+				for (size_t t = 0; t < n; t++)
+					a[t] = -1 - urand();
+				size_t at = pos == 0 ? 0 : pos == 1 ? n - 1 : (size_t)(urand() * (double)n) % n;
+				a[at] = -0.5;
+				assert_true(v->max_of(a, n) == -0.5);
+			}
+		}
+		print_message("# variant %s: product and maximum as the scalar loops\n", sp_isa_name(isa));
+		ran++;
+	}
+	assert_true(ran >= 1);
+
+	/* the two-pass inverse (apple_score_fft_init) against the 2-D plan */
+	const int n = 120, q = 26, g = 2 * n / q - 1, nref = 2, ns = (int)apple_score_spec_size(q);
+	int32_t ref[4] = { 5, 9, 70, 41 };
+	double *im = xmalloc(sizeof(double) * n * n);
+	double *spec = xmalloc(sizeof(double) * 2 * ns * nref);
+	double *resp = xmalloc(sizeof(double) * g * g * nref);
+	fftw_complex *in = fftw_malloc(sizeof(fftw_complex) * ns), *wsp = fftw_malloc(sizeof(fftw_complex) * ns);
+	double *real = fftw_malloc(sizeof(double) * q * q);
+	apple_score_fft_t *f = apple_score_fft_init(q);
+	assert_non_null(f);
+	for (int i = 0; i < n * n; i++)
+		im[i] = urand() - 0.3;
+	apple_score_refs_fft(f, im, n, q, ref, nref, spec);
+	apple_score_responses(f, im, n, q, g, spec, nref, 0, g * g, resp);
+	fftw_plan fwd = fftw_plan_dft_r2c_2d(q, q, real, wsp, FFTW_ESTIMATE);
+	fftw_plan inv = fftw_plan_dft_c2r_2d(q, q, in, real, FFTW_ESTIMATE);
+	int same = 0;
+	for (int k = 0; k < g * g; k++) {
+		for (int y = 0; y < q; y++)
+			memcpy(real + y * q, im + ((k / g) * q / 2 + y) * n + (k % g) * q / 2,
+			       sizeof(double) * q);
+		fftw_execute(fwd);
+		for (int r = 0; r < nref; r++) {
+			const double *Rr = spec + 2 * ns * r, *Wk = (const double *)wsp;
+			for (int t = 0; t < ns; t++) {
+				in[t][0] = Rr[2 * t] * Wk[2 * t] + Rr[2 * t + 1] * Wk[2 * t + 1];
+				in[t][1] = Rr[2 * t + 1] * Wk[2 * t] - Rr[2 * t] * Wk[2 * t + 1];
+			}
+			double p0 = in[0][0];
+			fftw_execute(inv);
+			double m = real[0];
+			for (int t = 1; t < q * q; t++)
+				m = real[t] > m ? real[t] : m;
+			same += memcmp(&(double){ (m - p0) * (1.0 / (q * q)) }, &resp[k * nref + r],
+				       sizeof(double)) == 0;
+		}
+	}
+	print_message("# two-pass inverse: %d of %d responses bit-identical to the 2-D plan's\n", same,
+		      g * g * nref);
+	assert_int_equal(same, g * g * nref);
+	fftw_destroy_plan(fwd);
+	fftw_destroy_plan(inv);
+	apple_score_fft_free(&f);
+	fftw_free(in);
+	fftw_free(wsp);
+	fftw_free(real);
+	free(im);
+	free(spec);
+	free(resp);
+	free(R);
+	free(W);
+	free(P);
+	free(Pr);
+	free(a);
+}
+
 static void test_erosion_definition(void **state)
 {
 	const int h = 41, w = 53;
@@ -1032,6 +1138,7 @@ int main(void)
 		cmocka_unit_test(test_pick_quirks),
 		cmocka_unit_test(test_moments_direct),
 		cmocka_unit_test(test_response_direct),
+		cmocka_unit_test(test_score_variants),
 		cmocka_unit_test(test_erosion_definition),
 		cmocka_unit_test(test_label_floodfill),
 	};

@@ -150,6 +150,17 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
+/* The per-pair loops of apple_score_responses() in one SIMD variant
+ * (src/base/cpuisa.h), for tests: product(R, W, P, ns) sets P = R conj(W)
+ * over ns interleaved complex values, max_of(a, n) is the maximum of
+ * a[0..n), n >= 1.  NULL where the variant cannot run here.  Every variant
+ * computes the same bits. */
+typedef struct apple_score_simd {
+	void (*product)(const double *R, const double *W, double *P, size_t ns);
+	double (*max_of)(const double *a, size_t n);
+} apple_score_simd_t;
+const apple_score_simd_t *apple_score_simd(int isa);
+
 /* score[k] = #{r : resp[k][r] >= t}, t = min + (max - min) / 20 over the
  * whole resp [nquery][nref]. */
 void apple_score_finish(const double *resp, int nquery, int nref, int32_t *score);

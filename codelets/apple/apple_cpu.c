@@ -1,9 +1,11 @@
 /* APPLE-Picker CPU kernels: parameters, preprocessing, moments, FFT query score, SVM, morphology, picking. */
 #include "apple.h"
 #include "apple_kern.h"
+#include "cpuisa.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,24 +444,55 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 	*fp = NULL;
 }
 
-/* The maximum of a[0..n) (n >= 1), four independent chains (the maximum
- * does not depend on the order). */
-static double max_of(const double *a, size_t n)
-{
-	double m0 = a[0], m1 = a[0], m2 = a[0], m3 = a[0];
-	size_t t = 0;
+/* The score's per-pair loops (the conjugate product and the maximum),
+ * compiled for the build's target and for AVX2, chosen at run time
+ * (src/base/cpuisa.h); the variants compute the same bits. */
+#if defined(__AVX__)
+#define AS_W 4
+#else
+#define AS_W 2
+#endif
+typedef double as_vd_base __attribute__((vector_size(8 * AS_W)));
+typedef int64_t as_vl_base __attribute__((vector_size(8 * AS_W)));
+#define AS_VD as_vd_base
+#define AS_VL as_vl_base
+#define AS_FN(name) name##_base
+#include "apple_score_simd.h"
+#undef AS_W
+#undef AS_VD
+#undef AS_VL
+#undef AS_FN
 
-	for (; t + 4 <= n; t += 4) {
-		m0 = a[t] > m0 ? a[t] : m0;
-		m1 = a[t + 1] > m1 ? a[t + 1] : m1;
-		m2 = a[t + 2] > m2 ? a[t + 2] : m2;
-		m3 = a[t + 3] > m3 ? a[t + 3] : m3;
-	}
-	for (; t < n; t++)
-		m0 = a[t] > m0 ? a[t] : m0;
-	m0 = m1 > m0 ? m1 : m0;
-	m2 = m3 > m2 ? m3 : m2;
-	return m2 > m0 ? m2 : m0;
+#if SP_HAVE_AVX2_VARIANT
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define AS_W 4
+typedef double as_vd_avx2 __attribute__((vector_size(32)));
+typedef int64_t as_vl_avx2 __attribute__((vector_size(32)));
+#define AS_VD as_vd_avx2
+#define AS_VL as_vl_avx2
+#define AS_FN(name) name##_avx2
+#include "apple_score_simd.h"
+#undef AS_W
+#undef AS_VD
+#undef AS_VL
+#undef AS_FN
+#pragma GCC pop_options
+#endif
+
+static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = { product_base, max_of_base },
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = { product_avx2, max_of_avx2 },
+#endif
+};
+
+const apple_score_simd_t *apple_score_simd(int isa)
+{
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) ||
+	    score_simd[isa].product == NULL)
+		return NULL;
+	return &score_simd[isa];
 }
 
 static void window_fft(apple_score_fft_t *f, const double *im, int nx, int r, int c)
@@ -488,6 +521,7 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 	const size_t ns = apple_score_spec_size(q), nn = (size_t)q * q;
 	const double inv = 1.0 / (double)nn;
 	const int h = q / 2;
+	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
 
 	for (int k0 = qbegin; k0 < qend; k0 += APPLE_QBLOCK) {
 		const int k1 = qend - k0 < APPLE_QBLOCK ? qend : k0 + APPLE_QBLOCK;
@@ -502,18 +536,13 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 			for (int k = k0; k < k1; k++) {
 				const double *W = (const double *)(f->wspec + ns * (size_t)(k - k0));
 				double *P = (double *)f->spec;
-				for (size_t t = 0; t < ns; t++) {
-					double a = R[2 * t], b = R[2 * t + 1], c = W[2 * t],
-					       d = W[2 * t + 1];
-					P[2 * t] = a * c + b * d; /* R conj(W) */
-					P[2 * t + 1] = b * c - a * d;
-				}
+				v->product(R, W, P, ns); /* R conj(W) */
 				/* mean(cc) = P[0] / q^2: the sum of a circular
 				 * correlation is the product of the sums */
 				double p0 = P[0];
 				fftw_execute(f->inv_cols);
 				fftw_execute(f->inv_rows);
-				resp[(size_t)(k - qbegin) * nref + r] = (max_of(f->real, nn) - p0) * inv;
+				resp[(size_t)(k - qbegin) * nref + r] = (v->max_of(f->real, nn) - p0) * inv;
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 # The APPLE-Picker pipeline in the build (doc/apple.md): included by Makefile.am, whose lists it extends; %D% is this folder.
 SP_PIPELINES += apple
 SP_LIB_SOURCES += \
-	%D%/apple.h %D%/apple_kern.h %D%/apple_cpu.c \
+	%D%/apple.h %D%/apple_kern.h %D%/apple_score_simd.h %D%/apple_cpu.c \
 	%D%/mrc.h %D%/mrc.c \
 	%D%/tiff.h %D%/tiff.c \
 	%D%/micfile.h %D%/micfile.c \
@@ -13,7 +13,7 @@ SP_LIB_SOURCES += \
 	%D%/write_codelet.c
 SP_CUDA_SOURCES += %D%/apple_cuda.cu
 SP_GRAPHS += graphs/apple-pick.yaml
-EXTRA_DIST += doc/apple.md bench/apple bench/apple-batch
+EXTRA_DIST += doc/apple.md bench/apple bench/apple-batch bench/apple_aspire_ref.py
 
 # the micrograph simulator
 bin_PROGRAMS += starpipe-apple-sim
