@@ -531,13 +531,18 @@ static int copy_image_header(fitsfile *in, fitsfile *out, int *status)
 	return *status != 0 ? *status : copy_header(in, out, status);
 }
 
+/* An image HDU from data; with stride > 0, data are floats whose slices
+ * along the last axis (the spectra) start stride floats apart, written one
+ * by one (CFITSIO converts through its own small buffer: no copy of the
+ * whole array). */
 static int put_image(fitsfile *out, int bitpix, int type, int naxis, const long *naxes,
-		     const char *extname, const char *bunit, const void *data, int *status)
+		     const char *extname, const char *bunit, const void *data, size_t stride,
+		     int *status)
 {
 	long fpixel[3] = { 1, 1, 1 };
 	LONGLONG n = 1;
 
-	for (int d = 0; d < naxis; d++)
+	for (int d = 0; d < naxis - 1; d++)
 		n *= naxes[d];
 	if (fits_create_img(out, bitpix, naxis, (long *)naxes, status) != 0 ||
 	    fits_update_key(out, TSTRING, "EXTNAME", (char *)extname, NULL, status) != 0)
@@ -545,8 +550,17 @@ static int put_image(fitsfile *out, int bitpix, int type, int naxis, const long 
 	if (bunit != NULL &&
 	    fits_update_key(out, TSTRING, "BUNIT", (char *)bunit, NULL, status) != 0)
 		return *status;
-	if (n > 0)
-		fits_write_pix(out, type, fpixel, n, (void *)data, status);
+	if (stride == 0) {
+		n *= naxes[naxis - 1];
+		if (n > 0)
+			fits_write_pix(out, type, fpixel, n, (void *)data, status);
+		return *status;
+	}
+	for (long s = 0; s < naxes[naxis - 1] && n > 0 && *status == 0; s++) {
+		fpixel[naxis - 1] = s + 1;
+		fits_write_pix(out, type, fpixel, n, (void *)((const float *)data + (size_t)s * stride),
+			       status);
+	}
 	return *status;
 }
 
@@ -640,7 +654,8 @@ int desi_frame_scores(const desi_frame_t *fr, char *band, float *sum, double *co
 		goto out;
 	}
 	for (int s = 0; s < fr->nspec; s++) {
-		const float *f = fr->flux + (size_t)s * nw, *iv = fr->ivar + (size_t)s * nw;
+		size_t row = fr->stride > 0 ? fr->stride : (size_t)nw;
+		const float *f = fr->flux + (size_t)s * row, *iv = fr->ivar + (size_t)s * row;
 		double acc = 0;
 		for (int k = 0; k < n; k++)
 			acc += f[in[k]];
@@ -781,7 +796,7 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 
 	what = "cannot write FLUX";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "FLUX", "electron/Angstrom", fr->flux,
-		      &status) != 0)
+		      fr->stride, &status) != 0)
 		goto fail;
 	what = "cannot copy the header of the input image";
 	if (in != NULL && copy_image_header(in, out, &status) != 0)
@@ -807,25 +822,26 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 		goto fail;
 	what = "cannot write IVAR";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "IVAR", "Angstrom**2/electron**2", fr->ivar,
-		      &status) != 0 || write_chksum(out, &status) != 0)
+		      fr->stride, &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write MASK";
-	if (put_image(out, ULONG_IMG, TUINT, 2, n2, "MASK", NULL, fr->mask, &status) != 0 ||
+	if (put_image(out, ULONG_IMG, TUINT, 2, n2, "MASK", NULL, fr->mask, 0, &status) != 0 ||
 	    write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write WAVELENGTH";
 	if (put_image(out, DOUBLE_IMG, TDOUBLE, 1, n1, "WAVELENGTH", "Angstrom", fr->wave,
-		      &status) != 0 || write_chksum(out, &status) != 0)
+		      0, &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write RESOLUTION";
 	if (put_image(out, FLOAT_IMG, TFLOAT, 3, n3, "RESOLUTION", NULL, fr->resolution,
-		      &status) != 0 || write_chksum(out, &status) != 0)
+		      fr->stride, &status) != 0 || write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot copy FIBERMAP";
 	if (fm_rows > 0 && put_fibermap(fm, out, fr->specmin, fr->nspec, fm_rows, &status) != 0)
 		goto fail;
 	what = "cannot write CHI2PIX";
-	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, &status) != 0 ||
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "CHI2PIX", NULL, fr->chi2pix, fr->stride,
+		      &status) != 0 ||
 	    write_chksum(out, &status) != 0)
 		goto fail;
 	what = "cannot write SCORES";
@@ -876,7 +892,7 @@ int desi_model_write_into(const char *tmp, const char *path, const desi_model_t 
 	int specmax = m->specmin + m->nspec - 1;
 	char creator[64];
 	snprintf(creator, sizeof creator, "starpipe %s", PACKAGE_VERSION);
-	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "MODEL", "electron", m->pix, &status) != 0)
+	if (put_image(out, FLOAT_IMG, TFLOAT, 2, n2, "MODEL", "electron", m->pix, 0, &status) != 0)
 		goto fail;
 	what = "cannot copy the header of the input image";
 	if (in != NULL && copy_image_header(in, out, &status) != 0)

@@ -38,14 +38,19 @@ int desi_image_sky(const char *path, double *ra, double *dec, double *mjd, sp_er
  * column of DESI fibres).  Errors: "PATH: reason". */
 int desi_fibermap_check(const char *path, sp_err_t *err);
 
-/* The output frame, desispec's layout. */
+/* The output frame, desispec's layout.  stride lets flux, ivar,
+ * resolution and chi2pix be rows of one larger array (the extraction's
+ * [nspec][field][nwave] buffer, written without a copy): spectrum s's row
+ * starts stride floats after spectrum s-1's; 0 means packed (nwave, and
+ * (2 ndiag + 1) nwave for resolution). */
 typedef struct desi_frame {
 	int nspec, nwave, ndiag;    /* resolution has 2 ndiag + 1 rows */
 	int specmin;
+	size_t stride;              /* see above; 0: packed */
 	const double *wave;         /* [nwave], Angstrom */
 	const float *flux;          /* [nspec][nwave] electron/Angstrom */
 	const float *ivar;          /* [nspec][nwave] */
-	const uint32_t *mask;       /* [nspec][nwave] */
+	const uint32_t *mask;       /* [nspec][nwave], always packed */
 	const float *resolution;    /* [nspec][2 ndiag + 1][nwave] */
 	const float *chi2pix;       /* [nspec][nwave] */
 	const char *in_psf, *in_img; /* recorded as IN_PSF, IN_IMG */

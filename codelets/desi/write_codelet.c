@@ -40,48 +40,39 @@ static void write_cpu(void *buffers[], void *cl_arg)
 	struct desi_write_arg *a = cl_arg;
 	const desi_plan_t *pl = &a->fr->plan;
 	const float *buf = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	size_t nw = (size_t)pl->nwave, ns = (size_t)pl->nspec, nd = 2 * DESI_NDIAG + 1;
+	size_t nw = (size_t)pl->nwave, ns = (size_t)pl->nspec;
 	sp_err_t err = { 0 };
 
 	if (sp_status_failed(a->ctx->status))
 		return;
-	float *flux = malloc(ns * nw * sizeof *flux), *ivar = malloc(ns * nw * sizeof *ivar);
-	float *chi2 = malloc(ns * nw * sizeof *chi2), *res = malloc(ns * nd * nw * sizeof *res);
+	/* FLUX, IVAR, CHI2PIX and RESOLUTION are written from the frame's rows
+	 * in place (desi_frame_t.stride); only MASK is computed */
 	uint32_t *mask = malloc(ns * nw * sizeof *mask);
-	if (!flux || !ivar || !chi2 || !res || !mask) {
+	if (mask == NULL) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", a->path);
-		goto out;
+		return;
 	}
 	for (size_t s = 0; s < ns; s++) {
 		const float *row = buf + s * DESI_NFIELD * nw;
-		memcpy(flux + s * nw, row + DESI_F_FLUX * nw, nw * sizeof *flux);
-		memcpy(ivar + s * nw, row + DESI_F_IVAR * nw, nw * sizeof *ivar);
-		memcpy(chi2 + s * nw, row + DESI_F_CHI2PIX * nw, nw * sizeof *chi2);
-		memcpy(res + s * nd * nw, row + DESI_F_RES0 * nw, nd * nw * sizeof *res);
 		for (size_t w = 0; w < nw; w++) {
 			float f = row[DESI_F_PIXMASK * nw + w];
 			/* desispec: SOMEBADPIX above half masked, ALLBADPIX all,
 			 * BAD2DFIT where chi2pix > 100. */
 			mask[s * nw + w] = (f > 0.5f ? DESI_SOMEBADPIX : 0u) |
 					   (f >= 1.0f ? DESI_ALLBADPIX : 0u) |
-					   (chi2[s * nw + w] > 100.0f ? DESI_BAD2DFIT : 0u);
+					   (row[DESI_F_CHI2PIX * nw + w] > 100.0f ? DESI_BAD2DFIT : 0u);
 		}
 	}
 	desi_frame_t fr = { .nspec = pl->nspec, .nwave = pl->nwave, .ndiag = DESI_NDIAG,
-			    .specmin = pl->specmin, .wave = a->fr->wave, .flux = flux, .ivar = ivar,
-			    .mask = mask, .resolution = res, .chi2pix = chi2,
+			    .specmin = pl->specmin, .stride = DESI_NFIELD * nw, .wave = a->fr->wave,
+			    .flux = buf + DESI_F_FLUX * nw, .ivar = buf + DESI_F_IVAR * nw,
+			    .mask = mask, .resolution = buf + DESI_F_RES0 * nw,
+			    .chi2pix = buf + DESI_F_CHI2PIX * nw,
 			    .in_psf = a->fr->psf_path, .in_img = a->fr->image_path,
 			    .fibermap = a->fr->fibermap_path, .scores = a->scores,
 			    .heliocor = a->fr->heliocor };
-	if (desi_frame_write_into(a->tmp, a->path, &fr, a->fr->image_path, &err) != 0) {
+	if (desi_frame_write_into(a->tmp, a->path, &fr, a->fr->image_path, &err) != 0)
 		sp_status_set_err(a->ctx->status, &err);
-		goto out;
-	}
-out:
-	free(flux);
-	free(ivar);
-	free(chi2);
-	free(res);
 	free(mask);
 }
 
