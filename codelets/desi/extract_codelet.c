@@ -49,15 +49,15 @@
  * spots (~90 MB each) and K buffers of normal equations (~2 MB per patch);
  * the reuse of a slot or buffer is a write after the reads of an earlier
  * tile, which StarPU orders because that tile was submitted first (so the
- * pool holds at least a subbundle's chunks).  The
- * only wait in the driver is for the spots task W bundles back, before its
- * Legendre-sum buffer is overwritten.
+ * pool holds at least a subbundle's chunks).  The bundles' Legendre sums
+ * (~29 MB) share one buffer: a spots task reads them once, at its start.
+ * The only wait in the driver is for the previous bundle's spots task,
+ * before that buffer is overwritten.
  */
 
 /* A slot of the spots pool: one bundle's spots at a time. */
 struct desi_slot {
-	double *params; /* [bundlesize][nfullwave][np], starpu_malloc'd */
-	starpu_data_handle_t hparams, hspots, hxc, hyc;
+	starpu_data_handle_t hspots, hxc, hyc;
 	struct desi_spots_arg *arg;
 };
 
@@ -110,6 +110,9 @@ struct desi_job {
 	int *sub0;    /* [nbundles + 1]: the bundles' first subbundles */
 	struct desi_slot *slots;
 	int nslots;
+	double *params; /* [bundlesize][nfullwave][npar] Legendre sums, one bundle's at a
+			 * time, starpu_malloc'd */
+	starpu_data_handle_t hparams;
 	struct desi_chunk *chunks;
 	int nchunks, maxchunks;
 	int *chunk0;  /* [nsubs + 1]: the subbundles' first chunks */
@@ -343,16 +346,17 @@ static void job_unref(struct desi_job *j)
 			sp_data_unregister(j->normals[k]);
 	for (int s = 0; j->slots != NULL && s < j->nslots; s++) {
 		struct desi_slot *sl = &j->slots[s];
-		if (sl->hparams != NULL) {
-			starpu_data_unregister(sl->hparams);
+		if (sl->hspots != NULL) {
 			sp_data_unregister(sl->hspots);
 			sp_data_unregister(sl->hxc);
 			sp_data_unregister(sl->hyc);
 		}
-		if (sl->params != NULL)
-			starpu_free(sl->params);
 		free(sl->arg);
 	}
+	if (j->hparams != NULL)
+		starpu_data_unregister(j->hparams);
+	if (j->params != NULL)
+		starpu_free(j->params);
 	if (j->hframe != NULL) {
 		if (j->partitioned)
 			starpu_data_unpartition_submit(j->hframe, (unsigned)j->nsubs, j->parts,
@@ -611,23 +615,26 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	return j->ctx_spots == NULL ? SP_ENOMEM : 0;
 }
 
-/* Makes slot sl (its buffers and handles) if it is not made yet. */
+/* Makes slot sl (its handles) and the Legendre-sum buffer if they are not
+ * made yet. */
 static int slot_make(struct desi_job *j, struct desi_slot *sl)
 {
 	const desi_plan_t *pl = &j->plan;
 	int sy = 2 * j->psf->hsizey + 1, sx = 2 * j->psf->hsizex + 1;
 	size_t nspot = (size_t)pl->bundlesize * pl->nfullwave;
-	if (sl->hparams != NULL)
+	if (j->hparams == NULL) {
+		if (j->params == NULL &&
+		    starpu_malloc((void **)&j->params, nspot * j->npar * sizeof(double)) != 0) {
+			j->params = NULL;
+			return -1;
+		}
+		starpu_vector_data_register(&j->hparams, STARPU_MAIN_RAM, (uintptr_t)j->params,
+					    (uint32_t)(nspot * j->npar), sizeof(double));
+	}
+	if (sl->hspots != NULL)
 		return 0;
 	if (sl->arg == NULL && (sl->arg = calloc(1, sizeof *sl->arg)) == NULL)
 		return -1;
-	if (sl->params == NULL &&
-	    starpu_malloc((void **)&sl->params, nspot * j->npar * sizeof(double)) != 0) {
-		sl->params = NULL;
-		return -1;
-	}
-	starpu_vector_data_register(&sl->hparams, STARPU_MAIN_RAM, (uintptr_t)sl->params,
-				    (uint32_t)(nspot * j->npar), sizeof(double));
 	starpu_vector_data_register(&sl->hspots, -1, 0, (uint32_t)(nspot * sy * sx), sizeof(double));
 	starpu_vector_data_register(&sl->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
 	starpu_vector_data_register(&sl->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
@@ -655,16 +662,17 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	desi_plan_bundle(pl, t, &s0, &ns);
 	if (slot_make(j, sl) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
-	starpu_data_acquire(sl->hparams, STARPU_W);
+	/* after the previous bundle's spots task has read its sums */
+	starpu_data_acquire(j->hparams, STARPU_W);
 	/* the driver thread's own work: starpipe-sim charges its time */
 	sp_hostwork_t hw;
 	sp_hostwork_begin(&hw, "desi.plan_bundle");
-	desi_psf_params(j->psf, s0, ns, j->fullwave, pl->nfullwave, sl->params);
+	desi_psf_params(j->psf, s0, ns, j->fullwave, pl->nfullwave, j->params);
 	int rc = 0;
 	for (int s = j->sub0[t]; s < j->sub0[t + 1] && rc == 0; s++)
-		rc = plan_subbundle(j, &j->subs[s], sl->params, ns);
+		rc = plan_subbundle(j, &j->subs[s], j->params, ns);
 	sp_hostwork_end(&hw);
-	starpu_data_release(sl->hparams);
+	starpu_data_release(j->hparams);
 	if (rc != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
 	*sl->arg = (struct desi_spots_arg){ j->ctx_spots, desi_psf_shape(j->psf),
@@ -672,7 +680,7 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	const desi_spot_shape_t sh = desi_psf_shape(j->psf);
 	const double flops = desi_spots_flops(2 * sh.hsizex + 1, 2 * sh.hsizey + 1, sh.ghdegx,
 					      sh.ghdegy, (size_t)ns * pl->nfullwave);
-	return sp_task_insert(j->ctx_spots, &spots_cl, STARPU_R, sl->hparams, STARPU_W, sl->hspots,
+	return sp_task_insert(j->ctx_spots, &spots_cl, STARPU_R, j->hparams, STARPU_W, sl->hspots,
 			      STARPU_W, sl->hxc, STARPU_W, sl->hyc, STARPU_FLOPS, flops,
 			      STARPU_CL_ARGS_NFREE, sl->arg, sizeof *sl->arg);
 }
