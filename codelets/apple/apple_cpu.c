@@ -447,37 +447,15 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 /* The score's per-pair loops (the conjugate product and the maximum),
  * compiled for the build's target and for AVX2, chosen at run time
  * (src/base/cpuisa.h); the variants compute the same bits. */
-#if defined(__AVX__)
-#define AS_W 4
-#else
-#define AS_W 2
-#endif
-typedef double as_vd_base __attribute__((vector_size(8 * AS_W)));
-typedef int64_t as_vl_base __attribute__((vector_size(8 * AS_W)));
-#define AS_VD as_vd_base
-#define AS_VL as_vl_base
+#define AS_W SP_BASELINE_W
 #define AS_FN(name) name##_base
 #include "apple_score_simd.h"
-#undef AS_W
-#undef AS_VD
-#undef AS_VL
-#undef AS_FN
-
 #if SP_HAVE_AVX2_VARIANT
-#pragma GCC push_options
-#pragma GCC target("avx2")
+SP_AVX2_BEGIN
 #define AS_W 4
-typedef double as_vd_avx2 __attribute__((vector_size(32)));
-typedef int64_t as_vl_avx2 __attribute__((vector_size(32)));
-#define AS_VD as_vd_avx2
-#define AS_VL as_vl_avx2
 #define AS_FN(name) name##_avx2
 #include "apple_score_simd.h"
-#undef AS_W
-#undef AS_VD
-#undef AS_VL
-#undef AS_FN
-#pragma GCC pop_options
+SP_AVX2_END
 #endif
 
 static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {

@@ -1,7 +1,13 @@
 /* The score's per-pair loops in one SIMD variant, included by apple_cpu.c once per variant. */
-/* No include guard: apple_cpu.c includes this once per variant of
- * src/base/cpuisa.h, after defining AS_W (doubles per vector: 2 for SSE2,
- * 4 for AVX2), AS_VD and AS_VL (its vector types) and AS_FN(name). */
+/* No include guard: included once per variant of src/base/cpuisa.h, after
+ * defining AS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
+ * AS_FN(name) (the variant's names); it defines the variant's vector types
+ * and undefines both macros at its end. */
+
+typedef double AS_FN(vd) __attribute__((vector_size(8 * AS_W)));
+typedef int64_t AS_FN(vl) __attribute__((vector_size(8 * AS_W)));
+#define AS_VD AS_FN(vd)
+#define AS_VL AS_FN(vl)
 
 /* P = R conj(W) over ns interleaved complex values, in lanes: with
  * R = (a, b) and W = (c, d) per value, re = a c + b d and
@@ -61,3 +67,8 @@ static double AS_FN(max_of)(const double *a, size_t n)
 		m = a[t] > m ? a[t] : m;
 	return m;
 }
+
+#undef AS_VD
+#undef AS_VL
+#undef AS_W
+#undef AS_FN

@@ -171,41 +171,17 @@ int jsync_quantize(const double *v, int64_t P, int64_t *vq)
 		c3 = c3 + (E3) * (E3);                                      \
 	} while (0)
 
-/* The baseline variant: the build's own target (SSE2 on plain x86-64; one
- * AVX register when the whole build targets AVX). */
-#if defined(__AVX__)
-#define JS_W 4
-#else
-#define JS_W 2
-#endif
-typedef double js_vd_base __attribute__((vector_size(8 * JS_W)));
-typedef int64_t js_vl_base __attribute__((vector_size(8 * JS_W)));
-#define JS_VD js_vd_base
-#define JS_VL js_vl_base
+/* The kernels in the baseline variant (the build's own target) and the AVX2
+ * one (src/base/cpuisa.h). */
+#define JS_W SP_BASELINE_W
 #define JS_FN(name) name##_base
 #include "jsync_cpu_simd.h"
-#undef JS_W
-#undef JS_VD
-#undef JS_VL
-#undef JS_FN
-
 #if SP_HAVE_AVX2_VARIANT
-/* The AVX2 variant: 4 lanes (wider vectors are lowered through the stack by
- * GCC, 4x slower).  No FMA: the file is built with -ffp-contract=off. */
-#pragma GCC push_options
-#pragma GCC target("avx2")
+SP_AVX2_BEGIN
 #define JS_W 4
-typedef double js_vd_avx2 __attribute__((vector_size(32)));
-typedef int64_t js_vl_avx2 __attribute__((vector_size(32)));
-#define JS_VD js_vd_avx2
-#define JS_VL js_vl_avx2
 #define JS_FN(name) name##_avx2
 #include "jsync_cpu_simd.h"
-#undef JS_W
-#undef JS_VD
-#undef JS_VL
-#undef JS_FN
-#pragma GCC pop_options
+SP_AVX2_END
 #endif
 
 static const jsync_cpu_kernels_t variants[SP_ISA_COUNT] = {

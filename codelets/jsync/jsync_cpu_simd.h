@@ -1,7 +1,13 @@
 /* The SIMD kernels of jsync_cpu.c, one variant per inclusion (JS_W lanes, names JS_FN(x)). */
-/* No include guard: jsync_cpu.c includes this once per variant (cpuisa.h),
- * after defining JS_W (lanes: 2 for SSE2, 4 for AVX2), JS_FN(name) (the
- * variant's names), JS_VD and JS_VL (its vector types), and JS_ENTRY. */
+/* No include guard: included once per variant of src/base/cpuisa.h, after
+ * defining JS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
+ * JS_FN(name) (the variant's names); it defines the variant's vector types
+ * and undefines both macros at its end. */
+
+typedef double JS_FN(vd) __attribute__((vector_size(8 * JS_W)));
+typedef int64_t JS_FN(vl) __attribute__((vector_size(8 * JS_W)));
+#define JS_VD JS_FN(vd)
+#define JS_VL JS_FN(vl)
 
 /* The four costs of JS_W consecutive triplets, A broadcast, B and C the
  * lanes; see DESIGN for the order of operations. */
@@ -233,3 +239,8 @@ static void JS_FN(fused)(const double *R, int64_t N, int64_t p0, int64_t p1,
 		}
 	}
 }
+
+#undef JS_VD
+#undef JS_VL
+#undef JS_W
+#undef JS_FN

@@ -30,6 +30,21 @@ enum sp_isa {
 #define SP_HAVE_AVX2_VARIANT 0
 #endif
 
+/* Doubles per vector in the baseline variant: the build's own target (SSE2
+ * on plain x86-64; one AVX register when the whole build targets AVX). */
+#if defined(__AVX__)
+#define SP_BASELINE_W 4
+#else
+#define SP_BASELINE_W 2
+#endif
+
+/* Around the AVX2 variant's code (a body header included a second time):
+ * GCC compiles it for AVX2, and only it.  No FMA appears: the project
+ * builds with -ffp-contract=off.  Wider vectors than AVX2's 4 doubles are
+ * lowered through the stack by GCC (4x slower): the AVX2 bodies use 4. */
+#define SP_AVX2_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx2\")")
+#define SP_AVX2_END _Pragma("GCC pop_options")
+
 /* Whether variant `isa` can run here: built in, and the CPU and OS have it. */
 int sp_isa_supported(int isa);
 
