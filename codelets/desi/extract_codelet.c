@@ -488,7 +488,7 @@ static int spots_window(void)
 /* The stages' parameters, parsed once when the graph is loaded. */
 struct spots_params {
 	double wmin, wmax, dw, wavepad_frac, pixpad_frac;
-	long long specmin, nspec, bundlesize, nsubbundles, nwavestep, wavepad;
+	long long specmin, nspec, bundlesize, nsubbundles, nwavestep, wavepad, spot_slots;
 	int barycentric_correction;
 };
 struct patch_params {
@@ -562,7 +562,8 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	uint32_t *lens = calloc((size_t)pl->nbundles * pl->nsubbundles, sizeof *lens);
 	j->wave = malloc((size_t)pl->nwave * sizeof *j->wave);
 	j->fullwave = malloc((size_t)pl->nfullwave * sizeof *j->fullwave);
-	j->nslots = spots_window() < pl->nbundles ? spots_window() : pl->nbundles;
+	int win = sp->spot_slots > 0 ? (int)sp->spot_slots : spots_window();
+	j->nslots = win < pl->nbundles ? win : pl->nbundles;
 	j->slots = calloc((size_t)j->nslots, sizeof *j->slots);
 	if (!j->sub0 || !j->subs || !lens || !j->wave || !j->fullwave || !j->slots) {
 		free(lens);
@@ -1061,6 +1062,10 @@ static const sp_param_spec_t spots_params[] = {
 	  SPOT(wavepad_frac) },
 	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window",
 	  SPOT(pixpad_frac) },
+	{ "spot_slots", SP_PT_INT, "0", 0, 1000, NULL,
+	  "bundles whose spots are held at once (~90 MB each for an r frame); 0: nworkers/5 + 2; "
+	  "1 saves memory, and the next bundle's spots then wait for the previous bundle's tasks",
+	  SPOT(spot_slots) },
 };
 #undef SPOT
 static const sp_param_spec_t patch_params[] = {
