@@ -705,13 +705,18 @@ static void test_response_direct(void **state)
 }
 
 /* The score's SIMD variants (src/base/cpuisa.h) against the scalar loops
- * they replace, and the two-pass inverse against FFTW's 2-D c2r plan: the
- * same bits (tolerance: none). */
+ * they replace (the same bits; tolerance: none), and the inverse against
+ * FFTW's 2-D c2r plan: an odd last reference goes through the two-pass c2r,
+ * the same bits; pairs of references share one complex row pass, within
+ * 1e-13 of the largest response (double rounding of a 676-point transform,
+ * ~1e-15, with room). */
 static void test_score_variants(void **state)
 {
 	enum { NS = 364, NMAX = 700 };
 	double *R = xmalloc(sizeof(double) * 2 * NS), *W = xmalloc(sizeof(double) * 2 * NS);
 	double *P = xmalloc(sizeof(double) * 2 * NS), *Pr = xmalloc(sizeof(double) * 2 * NS);
+	double *R2 = xmalloc(sizeof(double) * 2 * NS), *P2 = xmalloc(sizeof(double) * 2 * NS);
+	double *Pr2 = xmalloc(sizeof(double) * 2 * NS);
 	double *a = xmalloc(sizeof(double) * NMAX);
 	static const size_t sizes[] = { 1, 2, 3, 5, 182, 364 };
 	int ran = 0;
@@ -721,9 +726,13 @@ static void test_score_variants(void **state)
 		R[i] = urand() - 0.5;
 		W[i] = 3 * urand() - 1.5;
 	}
+	for (int i = 0; i < 2 * NS; i++)
+		R2[i] = 2 * urand() - 1;
 	for (int t = 0; t < 2 * NS; t += 2) {
 		Pr[t] = R[t] * W[t] + R[t + 1] * W[t + 1];
 		Pr[t + 1] = R[t + 1] * W[t] - R[t] * W[t + 1];
+		Pr2[t] = R2[t] * W[t] + R2[t + 1] * W[t + 1];
+		Pr2[t + 1] = R2[t + 1] * W[t] - R2[t] * W[t + 1];
 	}
 	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
 		const apple_score_simd_t *v = apple_score_simd(isa);
@@ -733,11 +742,22 @@ static void test_score_variants(void **state)
 		}
 		for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
 			memset(P, 0xAA, sizeof(double) * 2 * NS);
-			v->product(R, W, P, sizes[z]);
+			/* one product, then two (the second of R against W: Pr) */
+			for (size_t t = 0; t < 2 * NS; t++)
+				P2[t] = NAN;
+			v->product(R, NULL, W, P, P2, sizes[z]);
 			assert_memory_equal(P, Pr, sizeof(double) * 2 * sizes[z]);
+			for (size_t t = 0; t < 2 * NS; t++)
+				assert_true(isnan(P2[t])); /* P2 untouched */
+			memset(P, 0xAA, sizeof(double) * 2 * NS);
+			v->product(R2, R, W, P, P2, sizes[z]);
+			assert_memory_equal(P, Pr2, sizeof(double) * 2 * sizes[z]);
+			assert_memory_equal(P2, Pr, sizeof(double) * 2 * sizes[z]);
 			/* nothing written past ns values */
-			if (sizes[z] < NS)
-				assert_memory_not_equal(P + 2 * sizes[z], Pr + 2 * sizes[z], sizeof(double));
+			if (sizes[z] < NS) {
+				assert_memory_not_equal(P + 2 * sizes[z], Pr2 + 2 * sizes[z], sizeof(double));
+				assert_memory_not_equal(P2 + 2 * sizes[z], Pr + 2 * sizes[z], sizeof(double));
+			}
 		}
 		for (size_t n = 1; n <= NMAX; n += n < 40 ? 1 : 219) {
 			for (int pos = 0; pos < 3; pos++) {
@@ -748,14 +768,53 @@ static void test_score_variants(void **state)
 				assert_true(v->max_of(a, n) == -0.5);
 			}
 		}
-		print_message("# variant %s: product and maximum as the scalar loops\n", sp_isa_name(isa));
+		/* max2_of: the real and the imaginary parts' maxima, anywhere */
+		for (size_t n = 1; 2 * n <= NMAX; n += n < 40 ? 1 : 113) {
+			for (int pos = 0; pos < 3; pos++) {
+				for (size_t t = 0; t < 2 * n; t++)
+					a[t] = -1 - urand();
+				size_t at = pos == 0 ? 0 : pos == 1 ? n - 1 : (size_t)(urand() * (double)n) % n;
+				size_t ai = (at * 7 + (size_t)pos) % n;
+				a[2 * at] = -0.5;
+				a[2 * ai + 1] = -0.25;
+				double m[2];
+				v->max2_of(a, n, m);
+				assert_true(m[0] == -0.5 && m[1] == -0.25);
+			}
+		}
+		/* pack_row: two half rows as one full row, q even and odd */
+		for (int qq = 2; qq <= 30; qq++) {
+			double y1[2 * 16], y2[2 * 16], z[2 * 30], zr[2 * 30];
+			for (int t = 0; t < 2 * (qq / 2 + 1); t++) {
+				y1[t] = urand() - 0.5;
+				y2[t] = urand() - 0.5;
+			}
+			for (int t = 0; t < 2 * qq; t++)
+				z[t] = zr[t] = NAN;
+			zr[0] = y1[0];
+			zr[1] = y2[0];
+			if (qq % 2 == 0) {
+				zr[qq] = y1[qq];
+				zr[qq + 1] = y2[qq];
+			}
+			for (int k = 1; 2 * k < qq; k++) { /* Y1 + i Y2, and its conjugate mirror */
+				zr[2 * k] = y1[2 * k] - y2[2 * k + 1];
+				zr[2 * k + 1] = y1[2 * k + 1] + y2[2 * k];
+				zr[2 * (qq - k)] = y1[2 * k] + y2[2 * k + 1];
+				zr[2 * (qq - k) + 1] = y2[2 * k] - y1[2 * k + 1];
+			}
+			v->pack_row(y1, y2, z, qq);
+			assert_memory_equal(z, zr, sizeof(double) * 2 * qq);
+		}
+		print_message("# variant %s: product, maxima and row packing as the scalar loops\n",
+			      sp_isa_name(isa));
 		ran++;
 	}
 	assert_true(ran >= 1);
 
-	/* the two-pass inverse (apple_score_fft_init) against the 2-D plan */
-	const int n = 120, q = 26, g = 2 * n / q - 1, nref = 2, ns = (int)apple_score_spec_size(q);
-	int32_t ref[4] = { 5, 9, 70, 41 };
+	/* the inverse (apple_score_responses) against the 2-D plan */
+	const int n = 120, q = 26, g = 2 * n / q - 1, nref = 3, ns = (int)apple_score_spec_size(q);
+	int32_t ref[6] = { 5, 9, 70, 41, 33, 88 };
 	double *im = xmalloc(sizeof(double) * n * n);
 	double *spec = xmalloc(sizeof(double) * 2 * ns * nref);
 	double *resp = xmalloc(sizeof(double) * g * g * nref);
@@ -769,7 +828,8 @@ static void test_score_variants(void **state)
 	apple_score_responses(f, im, n, q, g, spec, nref, 0, g * g, resp);
 	fftw_plan fwd = fftw_plan_dft_r2c_2d(q, q, real, wsp, FFTW_ESTIMATE);
 	fftw_plan inv = fftw_plan_dft_c2r_2d(q, q, in, real, FFTW_ESTIMATE);
-	int same = 0;
+	int same = 0, same_odd = 0;
+	double dmax = 0, rmax = 0;
 	for (int k = 0; k < g * g; k++) {
 		for (int y = 0; y < q; y++)
 			memcpy(real + y * q, im + ((k / g) * q / 2 + y) * n + (k % g) * q / 2,
@@ -786,13 +846,19 @@ static void test_score_variants(void **state)
 			double m = real[0];
 			for (int t = 1; t < q * q; t++)
 				m = real[t] > m ? real[t] : m;
-			same += memcmp(&(double){ (m - p0) * (1.0 / (q * q)) }, &resp[k * nref + r],
-				       sizeof(double)) == 0;
+			double want = (m - p0) * (1.0 / (q * q)), got = resp[k * nref + r];
+			int eq = memcmp(&want, &got, sizeof(double)) == 0;
+			same += eq;
+			same_odd += eq && r == nref - 1;
+			dmax = fmax(dmax, fabs(got - want));
+			rmax = fmax(rmax, fabs(want));
 		}
 	}
-	print_message("# two-pass inverse: %d of %d responses bit-identical to the 2-D plan's\n", same,
-		      g * g * nref);
-	assert_int_equal(same, g * g * nref);
+	print_message("# inverse: %d of %d responses bit-identical to the 2-D plan's (all %d of the "
+		      "odd last reference's must be), max |diff| %.1e of max |response| %.1e\n",
+		      same, g * g * nref, same_odd, dmax, rmax);
+	assert_int_equal(same_odd, g * g);
+	assert_true(dmax <= 1e-13 * rmax);
 	fftw_destroy_plan(fwd);
 	fftw_destroy_plan(inv);
 	apple_score_fft_free(&f);
@@ -806,6 +872,9 @@ static void test_score_variants(void **state)
 	free(W);
 	free(P);
 	free(Pr);
+	free(R2);
+	free(P2);
+	free(Pr2);
 	free(a);
 }
 

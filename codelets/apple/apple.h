@@ -151,13 +151,20 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
 /* The per-pair loops of apple_score_responses() in one SIMD variant
- * (src/base/cpuisa.h), for tests: product(R, W, P, ns) sets P = R conj(W)
- * over ns interleaved complex values, max_of(a, n) is the maximum of
- * a[0..n), n >= 1.  NULL where the variant cannot run here.  Every variant
+ * (src/base/cpuisa.h), for tests: product(R1, R2, W, P1, P2, ns) sets
+ * P1 = R1 conj(W) and, unless R2 is NULL, P2 = R2 conj(W), over ns
+ * interleaved complex values; max_of(a, n) is the maximum of
+ * a[0..n), n >= 1, and max2_of(a, n, m) sets m[0], m[1] to the maxima of
+ * the real and the imaginary parts of n >= 1 interleaved complex values,
+ * and pack_row(y1, y2, z, q) writes two half rows of q/2 + 1 complex values
+ * as one full row of q, z = y1 + i y2 (Hermitian extension).  NULL where the variant cannot run here.  Every variant
  * computes the same bits. */
 typedef struct apple_score_simd {
-	void (*product)(const double *R, const double *W, double *P, size_t ns);
+	void (*product)(const double *R1, const double *R2, const double *W, double *P1,
+			double *P2, size_t ns);
 	double (*max_of)(const double *a, size_t n);
+	void (*max2_of)(const double *a, size_t n, double m[2]);
+	void (*pack_row)(const double *y1, const double *y2, double *z, int q);
 } apple_score_simd_t;
 const apple_score_simd_t *apple_score_simd(int isa);
 

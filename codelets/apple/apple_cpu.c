@@ -26,12 +26,19 @@
  *
  * The score's transforms are FFTW_ESTIMATE plans: the same algorithm, hence
  * the same bits, on every run and machine (FFTW_MEASURE chooses by timing).
- * One q x q c2r per (query, reference) pair is ~80% of the score's time.
- * It is planned as its two passes, the column DFTs out of place into a
- * second buffer, then the row c2r's: FFTW's 2-D plan runs the same codelets
- * (same bits: checked on the 26 x 26 transforms of a 4k micrograph) but
- * buffers and copies the strided columns (`fftw_cpy2d`); the two passes do
- * not, 1.63 -> 1.32 us per 26 x 26 transform here (doc/profiling.md).
+ * One q x q inverse per (query, reference) pair is most of the score's
+ * time.  It runs as two FFTW passes: the column DFTs out of place into a
+ * second buffer (FFTW's 2-D plan buffers and copies the strided columns,
+ * `fftw_cpy2d`), then the rows.  Two references' responses to one query
+ * share the row pass: their rows, packed as one complex row Z = Y1 + i Y2
+ * (both real after the inverse), go through one complex DFT each, which
+ * costs about what one product's c2r rows did (FFTW's c2r row codelets are
+ * scalar; its complex ones are AVX).  One 26 x 26 inverse took 1.63 us as
+ * a 2-D plan, 1.32 us as two passes; with the shared rows a 4k
+ * micrograph's score tasks take 1.14 us per pair, all included, against
+ * 1.55 us before (doc/profiling.md).
+ * The packed responses differ from a c2r's by rounding (~1e-16 relative,
+ * test_score_variants); an odd last reference goes alone through the c2r.
  */
 
 /* ---- parameters -------------------------------------------------------- */
@@ -378,12 +385,16 @@ void apple_refs_select(const apple_sizes_t *s, const double *mean, const double 
 struct apple_score_fft {
 	int q, nh;            /* q, q/2 + 1 */
 	double *real;         /* [q][q] */
-	fftw_complex *spec;   /* [q][nh] */
-	fftw_complex *cols;   /* [q][nh] spec after the inverse's column pass */
+	fftw_complex *spec;   /* [2][q][nh] one or two products R conj(W) */
+	fftw_complex *cols;   /* [2][q][nh] spec after the inverse's column pass */
+	fftw_complex *z;      /* [q][q] two products' rows packed as one complex row */
+	fftw_complex *zout;   /* [q][q] their inverse: real part, imaginary part */
 	fftw_complex *wspec;  /* [APPLE_QBLOCK][q][nh] a block of queries' spectra */
 	fftw_plan fwd;        /* real -> spec, r2c */
 	fftw_plan inv_cols;   /* spec -> cols, the nh column DFTs (backward) */
 	fftw_plan inv_rows;   /* cols -> real, the q row c2r's */
+	fftw_plan inv_cols2;  /* the column DFTs of two products at once */
+	fftw_plan inv_rowsz;  /* z -> zout, q complex row DFTs (backward) */
 };
 
 size_t apple_score_spec_size(int q)
@@ -401,10 +412,13 @@ apple_score_fft_t *apple_score_fft_init(int q)
 	f->q = q;
 	f->nh = q / 2 + 1;
 	f->real = fftw_malloc(sizeof(double) * (size_t)q * q);
-	f->spec = fftw_malloc(sizeof(fftw_complex) * ns);
-	f->cols = fftw_malloc(sizeof(fftw_complex) * ns);
+	f->spec = fftw_malloc(sizeof(fftw_complex) * ns * 2);
+	f->cols = fftw_malloc(sizeof(fftw_complex) * ns * 2);
+	f->z = fftw_malloc(sizeof(fftw_complex) * (size_t)q * q);
+	f->zout = fftw_malloc(sizeof(fftw_complex) * (size_t)q * q);
 	f->wspec = fftw_malloc(sizeof(fftw_complex) * ns * APPLE_QBLOCK);
-	if (f->real == NULL || f->spec == NULL || f->cols == NULL || f->wspec == NULL) {
+	if (f->real == NULL || f->spec == NULL || f->cols == NULL || f->z == NULL ||
+	    f->zout == NULL || f->wspec == NULL) {
 		apple_score_fft_free(&f);
 		return NULL;
 	}
@@ -416,7 +430,16 @@ apple_score_fft_t *apple_score_fft_init(int q)
 					 f->nh, 1, FFTW_BACKWARD, FFTW_ESTIMATE);
 	f->inv_rows = fftw_plan_many_dft_c2r(1, n, q, f->cols, NULL, 1, f->nh, f->real, NULL, 1,
 					     q, FFTW_ESTIMATE | FFTW_DESTROY_INPUT);
-	if (f->fwd == NULL || f->inv_cols == NULL || f->inv_rows == NULL) {
+	/* two products: the same column DFTs over [2][q][nh]; then their rows
+	 * packed as one complex row each (apple_score_responses()) */
+	fftw_iodim col = { q, f->nh, f->nh };
+	fftw_iodim two[2] = { { 2, (int)ns, (int)ns }, { f->nh, 1, 1 } };
+	f->inv_cols2 = fftw_plan_guru_dft(1, &col, 2, two, f->spec, f->cols, FFTW_BACKWARD,
+					  FFTW_ESTIMATE);
+	f->inv_rowsz = fftw_plan_many_dft(1, n, q, f->z, NULL, 1, q, f->zout, NULL, 1, q,
+					  FFTW_BACKWARD, FFTW_ESTIMATE);
+	if (f->fwd == NULL || f->inv_cols == NULL || f->inv_rows == NULL || f->inv_cols2 == NULL ||
+	    f->inv_rowsz == NULL) {
 		apple_score_fft_free(&f);
 		return NULL;
 	}
@@ -435,10 +458,16 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 		fftw_destroy_plan(f->inv_cols);
 	if (f->inv_rows != NULL)
 		fftw_destroy_plan(f->inv_rows);
+	if (f->inv_cols2 != NULL)
+		fftw_destroy_plan(f->inv_cols2);
+	if (f->inv_rowsz != NULL)
+		fftw_destroy_plan(f->inv_rowsz);
 
 	fftw_free(f->real);
 	fftw_free(f->spec);
 	fftw_free(f->cols);
+	fftw_free(f->z);
+	fftw_free(f->zout);
 	fftw_free(f->wspec);
 	free(f);
 	*fp = NULL;
@@ -459,9 +488,9 @@ SP_AVX2_END
 #endif
 
 static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
-	[SP_ISA_BASELINE] = { product_base, max_of_base },
+	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base },
 #if SP_HAVE_AVX2_VARIANT
-	[SP_ISA_AVX2] = { product_avx2, max_of_avx2 },
+	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2 },
 #endif
 };
 
@@ -493,6 +522,19 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 	}
 }
 
+/* The column-transformed half rows Y1 = cols[0][t], Y2 = cols[1][t]
+ * (t < q) of two products as full complex rows Z = Y1 + i Y2 (the
+ * variant's pack_row()). */
+static void pack_rows(apple_score_fft_t *f, const apple_score_simd_t *v)
+{
+	const int q = f->q, nh = f->nh;
+	const size_t ns = (size_t)q * nh;
+
+	for (int t = 0; t < q; t++)
+		v->pack_row((const double *)(f->cols + (size_t)t * nh),
+			    (const double *)(f->cols + ns + (size_t)t * nh), (double *)(f->z + (size_t)t * q), q);
+}
+
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp)
 {
@@ -508,19 +550,37 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 			memcpy(f->wspec + ns * (size_t)(k - k0), f->spec, sizeof(fftw_complex) * ns);
 		}
 		/* every (query, reference) pair gets the same operations as one
-		 * query at a time would: only the order of the pairs differs */
-		for (int r = 0; r < nref; r++) {
-			const double *R = spec + 2 * ns * (size_t)r;
+		 * query at a time would: only the order of the pairs differs.
+		 * References 2i and 2i + 1 go through one inverse: their products'
+		 * column DFTs, then each row of the two as one complex row
+		 * Z = Y1 + i Y2 (full length q, from the half rows by Hermitian
+		 * symmetry), whose inverse is cc1 + i cc2, both real.  The rows
+		 * of q/2 + 1 products cost about what the c2r rows of one do.
+		 * An odd last reference goes alone, through the c2r rows. */
+		for (int r = 0; r < nref; r += 2) {
+			const double *R1 = spec + 2 * ns * (size_t)r, *R2 = R1 + 2 * ns;
+			const int two = r + 1 < nref;
 			for (int k = k0; k < k1; k++) {
 				const double *W = (const double *)(f->wspec + ns * (size_t)(k - k0));
 				double *P = (double *)f->spec;
-				v->product(R, W, P, ns); /* R conj(W) */
+				double *out = resp + (size_t)(k - qbegin) * nref + r;
 				/* mean(cc) = P[0] / q^2: the sum of a circular
 				 * correlation is the product of the sums */
-				double p0 = P[0];
-				fftw_execute(f->inv_cols);
-				fftw_execute(f->inv_rows);
-				resp[(size_t)(k - qbegin) * nref + r] = (v->max_of(f->real, nn) - p0) * inv;
+				v->product(R1, two ? R2 : NULL, W, P, P + 2 * ns, ns); /* R conj(W) */
+				if (!two) {
+					double p0 = P[0];
+					fftw_execute(f->inv_cols);
+					fftw_execute(f->inv_rows);
+					out[0] = (v->max_of(f->real, nn) - p0) * inv;
+					continue;
+				}
+				double p1 = P[0], p2 = P[2 * ns], m[2];
+				fftw_execute(f->inv_cols2);
+				pack_rows(f, v);
+				fftw_execute(f->inv_rowsz);
+				v->max2_of((const double *)f->zout, nn, m);
+				out[0] = (m[0] - p1) * inv;
+				out[1] = (m[1] - p2) * inv;
 			}
 		}
 	}

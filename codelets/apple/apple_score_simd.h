@@ -9,11 +9,14 @@ typedef int64_t AS_FN(vl) __attribute__((vector_size(8 * AS_W)));
 #define AS_VD AS_FN(vd)
 #define AS_VL AS_FN(vl)
 
-/* P = R conj(W) over ns interleaved complex values, in lanes: with
- * R = (a, b) and W = (c, d) per value, re = a c + b d and
- * im = b c + (-(a d)), the scalar code's b c - a d to the bit (negation is
- * exact, and x - y is x + (-y) in IEEE arithmetic). */
-static void AS_FN(product)(const double *R, const double *W, double *P, size_t ns)
+/* P1 = R1 conj(W) and P2 = R2 conj(W) over ns interleaved complex values
+ * (R2 == NULL: P1 only), in lanes: with R = (a, b) and W = (c, d) per
+ * value, P = R (c, c) + (b, a) (d, -d), that is re = a c + b d and
+ * im = b c + a (-d), the scalar code's b c - a d to the bit (negation is
+ * exact, and x - y is x + (-y) in IEEE arithmetic).  W's two shuffles
+ * serve both products. */
+static void AS_FN(product)(const double *R1, const double *R2, const double *W, double *P1,
+			   double *P2, size_t ns)
 {
 #if AS_W == 4
 	const AS_VL swap = { 1, 0, 3, 2 }, re = { 0, 0, 2, 2 }, im = { 1, 1, 3, 3 };
@@ -25,18 +28,28 @@ static void AS_FN(product)(const double *R, const double *W, double *P, size_t n
 	size_t t = 0, n = 2 * ns;
 
 	for (; t + AS_W <= n; t += AS_W) {
-		AS_VD r, w;
-		memcpy(&r, R + t, sizeof r);
+		AS_VD w, r1;
 		memcpy(&w, W + t, sizeof w);
-		AS_VD ac_bc = r * __builtin_shuffle(w, re);
-		AS_VD bd_ad = __builtin_shuffle(r, swap) * __builtin_shuffle(w, im);
-		AS_VD p = ac_bc + (AS_VD)((AS_VL)bd_ad ^ neg);
-		memcpy(P + t, &p, sizeof p);
+		memcpy(&r1, R1 + t, sizeof r1);
+		AS_VD cc = __builtin_shuffle(w, re);
+		AS_VD dd = (AS_VD)((AS_VL)__builtin_shuffle(w, im) ^ neg); /* (d, -d) */
+		AS_VD p1 = r1 * cc + __builtin_shuffle(r1, swap) * dd;
+		memcpy(P1 + t, &p1, sizeof p1);
+		if (R2 != NULL) {
+			AS_VD r2;
+			memcpy(&r2, R2 + t, sizeof r2);
+			AS_VD p2 = r2 * cc + __builtin_shuffle(r2, swap) * dd;
+			memcpy(P2 + t, &p2, sizeof p2);
+		}
 	}
 	for (; t < n; t += 2) {
-		double a = R[t], b = R[t + 1], c = W[t], d = W[t + 1];
-		P[t] = a * c + b * d;
-		P[t + 1] = b * c - a * d;
+		double c = W[t], d = W[t + 1];
+		P1[t] = R1[t] * c + R1[t + 1] * d;
+		P1[t + 1] = R1[t + 1] * c - R1[t] * d;
+		if (R2 != NULL) {
+			P2[t] = R2[t] * c + R2[t + 1] * d;
+			P2[t + 1] = R2[t + 1] * c - R2[t] * d;
+		}
 	}
 }
 
@@ -66,6 +79,97 @@ static double AS_FN(max_of)(const double *a, size_t n)
 	for (; t < n; t++)
 		m = a[t] > m ? a[t] : m;
 	return m;
+}
+
+/* The maxima of the real parts (m[0]) and of the imaginary parts (m[1])
+ * of n >= 1 interleaved complex values a, in four vectors of lanes that
+ * alternate real and imaginary (independent chains; the same bits as two
+ * scalar loops, as max_of). */
+static void AS_FN(max2_of)(const double *a, size_t n, double m[2])
+{
+	AS_VD m0, m1, m2, m3;
+	size_t t = 0, nd = 2 * n;
+
+	for (int l = 0; l < AS_W; l++)
+		m0[l] = m1[l] = m2[l] = m3[l] = a[l % 2];
+#define AS_MAX(acc, x)                                                                   \
+	do {                                                                             \
+		AS_VL g_ = (x) > (acc);                                                  \
+		(acc) = (AS_VD)(((AS_VL)(x) & g_) | ((AS_VL)(acc) & ~g_));               \
+	} while (0)
+	for (; t + 4 * AS_W <= nd; t += 4 * AS_W) {
+		AS_VD x0, x1, x2, x3;
+		memcpy(&x0, a + t, sizeof x0);
+		memcpy(&x1, a + t + AS_W, sizeof x1);
+		memcpy(&x2, a + t + 2 * AS_W, sizeof x2);
+		memcpy(&x3, a + t + 3 * AS_W, sizeof x3);
+		AS_MAX(m0, x0);
+		AS_MAX(m1, x1);
+		AS_MAX(m2, x2);
+		AS_MAX(m3, x3);
+	}
+	for (; t + AS_W <= nd; t += AS_W) {
+		AS_VD x;
+		memcpy(&x, a + t, sizeof x);
+		AS_MAX(m0, x);
+	}
+	AS_MAX(m0, m1);
+	AS_MAX(m2, m3);
+	AS_MAX(m0, m2);
+#undef AS_MAX
+	m[0] = a[0];
+	m[1] = a[1];
+	for (int l = 0; l < AS_W; l++)
+		m[l % 2] = m0[l] > m[l % 2] ? m0[l] : m[l % 2];
+	for (; t < nd; t++)
+		m[t % 2] = a[t] > m[t % 2] ? a[t] : m[t % 2];
+}
+
+/* Two real-output rows as one complex row (apple_cpu.c, pack_rows()): the
+ * half rows y1, y2 (q/2 + 1 complex) to z (q complex) with, for
+ * 0 < k < q/2, z[k] = y1[k] + i y2[k] = (a - d, b + c) and
+ * z[q - k] = conj(y1[k]) + i conj(y2[k]) = (a + d, c - b), where
+ * y1[k] = (a, b), y2[k] = (c, d); z[0] and (q even) z[q/2] take the real
+ * parts of y1's and y2's.  In lanes: x - y as x + (-y), exact, so the same
+ * bits as the scalar loop. */
+static void AS_FN(pack_row)(const double *y1, const double *y2, double *z, int q)
+{
+#if AS_W == 4
+	const AS_VL swap = { 1, 0, 3, 2 }, pairs = { 2, 3, 0, 1 };
+	const AS_VL neg_re = { INT64_MIN, 0, INT64_MIN, 0 }, neg_im = { 0, INT64_MIN, 0, INT64_MIN };
+#else
+	const AS_VL swap = { 1, 0 };
+	const AS_VL neg_re = { INT64_MIN, 0 }, neg_im = { 0, INT64_MIN };
+#endif
+	const int cw = AS_W / 2; /* complex values per vector */
+	int k = 1;
+
+	z[0] = y1[0];
+	z[1] = y2[0];
+	if (q % 2 == 0) {
+		z[q] = y1[q];
+		z[q + 1] = y2[q];
+	}
+	for (; 2 * (k + cw - 1) < q; k += cw) {
+		AS_VD a, c;
+		memcpy(&a, y1 + 2 * k, sizeof a);
+		memcpy(&c, y2 + 2 * k, sizeof c);
+		AS_VD dc = __builtin_shuffle(c, swap);          /* (d, c) */
+		AS_VD fwd = a + (AS_VD)((AS_VL)dc ^ neg_re);     /* (a - d, b + c) */
+		AS_VD rev = dc + (AS_VD)((AS_VL)a ^ neg_im);     /* (d + a, c - b) */
+#if AS_W == 4
+		rev = __builtin_shuffle(rev, pairs);
+#endif
+		memcpy(z + 2 * k, &fwd, sizeof fwd);
+		memcpy(z + 2 * (q - k - cw + 1), &rev, sizeof rev);
+	}
+	for (; 2 * k < q; k++) {
+		double a = y1[2 * k], b = y1[2 * k + 1], c = y2[2 * k], d = y2[2 * k + 1];
+		z[2 * k] = a - d;
+		z[2 * k + 1] = b + c;
+		z[2 * (q - k)] = d + a;
+		z[2 * (q - k) + 1] = c - b;
+	}
 }
 
 #undef AS_VD
