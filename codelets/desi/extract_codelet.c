@@ -90,6 +90,7 @@ struct desi_chunk {
 	size_t nrows;       /* floats of the chunk's rows */
 	starpu_data_handle_t hrows;
 	int readers;        /* stages still to submit a task reading hrows */
+	int decor_done;     /* its decorrelation task was submitted */
 	struct desi_task_arg a_patch, a_decor, a_stitch, a_model;
 };
 
@@ -117,6 +118,7 @@ struct desi_job {
 	int nchunks, maxchunks;
 	int *chunk0;  /* [nsubs + 1]: the subbundles' first chunks */
 	starpu_data_handle_t *normals;
+	int *normal_last; /* [nnormals] the last chunk given each buffer, -1: none */
 	int nnormals, next_normal, chunk;
 	double regularize, psferr;
 	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch, *ctx_model;
@@ -377,6 +379,7 @@ static void job_unref(struct desi_job *j)
 	free(j->chunks);
 	free(j->chunk0);
 	free(j->normals);
+	free(j->normal_last);
 	free(j->parts);
 	free(j->wave);
 	free(j->fullwave);
@@ -686,9 +689,30 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 			      STARPU_CL_ARGS_NFREE, sl->arg, sizeof *sl->arg);
 }
 
+/* The decorrelation task of chunk ch (desi.decorrelate's; patch_tile()
+ * submits it early when ch's normal-equations buffer is wanted again). */
+static int decor_submit(struct desi_job *j, struct desi_chunk *ch)
+{
+	struct desi_slot *sl = &j->slots[ch->slot];
+
+	/* the rows are allocated where the task runs, freed after the stitch */
+	ch->readers = j->rows_readers;
+	ch->decor_done = 1;
+	starpu_vector_data_register(&ch->hrows, -1, 0, (uint32_t)ch->nrows, sizeof(float));
+	ch->a_decor = (struct desi_task_arg){ j->ctx_decor, ch };
+	return sp_task_insert(j->ctx_decor, &decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
+			      STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
+			      STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows, STARPU_FLOPS,
+			      ch->batch.np * desi_decorrelate_flops(&ch->batch.p),
+			      STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor);
+}
+
 /* ---- desi.patch ---- */
 
-/* Normal-equation buffers in the pool: two per worker, at least 4. */
+/* Normal-equation buffers in the pool: two per worker, at least 4.  The
+ * pool may be smaller than a subbundle's chunks: patch_tile() submits a
+ * chunk's decorrelation itself when the chunk's buffer is wanted again
+ * before decorrelate_tile() came to it. */
 static int normals_pool(void)
 {
 	int k = 2 * (int)sp_item_nworkers();
@@ -708,18 +732,19 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	j->regularize = ((const struct patch_params *)st->typed)->regularize;
 	/* patches per task: a tile of the subbundle's, the whole subbundle
 	 * when the run has GPUs (their batched solvers want many) */
-	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 8;
+	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 4;
 	j->chunk = per < pl->npatch_wave ? per : pl->npatch_wave;
 	int per_sub = (pl->npatch_wave + j->chunk - 1) / j->chunk;
 	j->maxchunks = j->nsubs * per_sub;
 	j->chunks = calloc((size_t)j->maxchunks, sizeof *j->chunks);
 	j->chunk0 = calloc((size_t)j->nsubs + 1, sizeof *j->chunk0);
-	j->nnormals = normals_pool() > per_sub ? normals_pool() : per_sub;
-	if (j->nnormals > j->maxchunks)
-		j->nnormals = j->maxchunks;
+	j->nnormals = normals_pool() < j->maxchunks ? normals_pool() : j->maxchunks;
 	j->normals = calloc((size_t)j->nnormals, sizeof *j->normals);
+	j->normal_last = malloc(sizeof *j->normal_last * (size_t)j->nnormals);
+	for (int k = 0; j->normal_last != NULL && k < j->nnormals; k++)
+		j->normal_last[k] = -1;
 	j->ctx_patch = sp_item_taskctx(item, st, "desi_patch");
-	if (!j->chunks || !j->chunk0 || !j->normals || !j->ctx_patch)
+	if (!j->chunks || !j->chunk0 || !j->normals || !j->normal_last || !j->ctx_patch)
 		return SP_ENOMEM;
 	const size_t n = (size_t)nf_max(pl) * (pl->nwavestep + 2 * pl->wavepad);
 	for (int k = 0; k < j->nnormals; k++)
@@ -760,6 +785,12 @@ static int patch_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 			ch->isub = s;
 			ch->slot = su->bundle % j->nslots;
 			ch->normal = j->next_normal++ % j->nnormals;
+			/* the buffer's previous chunk must have its reader first */
+			int prev = j->normal_last[ch->normal];
+			if (prev >= 0 && !j->chunks[prev].decor_done && j->ctx_decor != NULL &&
+			    (ret = decor_submit(j, &j->chunks[prev])) != 0)
+				break;
+			j->normal_last[ch->normal] = j->nchunks - 1;
 			ch->nrows = (size_t)b->p.core_nf * b->nfield * b->nwave_grid;
 			ch->a_patch = (struct desi_task_arg){ j->ctx_patch, ch };
 			ret = sp_task_insert(j->ctx_patch, &patch_cl, STARPU_R, sl->hspots, STARPU_R,
@@ -799,19 +830,9 @@ static int decorrelate_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *
 	(void)item;
 	(void)st;
 	(void)in;
-	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++) {
-		struct desi_chunk *ch = &j->chunks[c];
-		struct desi_slot *sl = &j->slots[ch->slot];
-		/* the rows are allocated where the task runs, freed after the stitch */
-		ch->readers = j->rows_readers;
-		starpu_vector_data_register(&ch->hrows, -1, 0, (uint32_t)ch->nrows, sizeof(float));
-		ch->a_decor = (struct desi_task_arg){ j->ctx_decor, ch };
-		ret = sp_task_insert(j->ctx_decor, &decor_cl, STARPU_R, sl->hspots, STARPU_R, sl->hxc,
-				     STARPU_R, sl->hyc, STARPU_R, j->iv->pix, STARPU_R, j->iv->ivar,
-				     STARPU_RW, j->normals[ch->normal], STARPU_W, ch->hrows,
-				     STARPU_FLOPS, ch->batch.np * desi_decorrelate_flops(&ch->batch.p),
-				     STARPU_CL_ARGS_NFREE, &ch->a_decor, sizeof ch->a_decor);
-	}
+	for (int c = j->chunk0[t]; c < j->chunk0[t + 1] && ret == 0; c++)
+		if (!j->chunks[c].decor_done)
+			ret = decor_submit(j, &j->chunks[c]);
 	return ret;
 }
 
