@@ -48,8 +48,10 @@
  * Memory is bounded by pools reused tile after tile: W bundle slots of
  * spots (~90 MB each) and K buffers of normal equations (~2 MB per patch);
  * the reuse of a slot or buffer is a write after the reads of an earlier
- * tile, which StarPU orders because that tile was submitted first (so the
- * pool holds at least a subbundle's chunks).  The bundles' Legendre sums
+ * chunk, which StarPU orders because that chunk's reader was submitted
+ * first: when a buffer is wanted again inside one subbundle, the patch
+ * stage submits the earlier chunk's decorrelation itself (decor_submit()),
+ * so the pool (normals_pool()) may be smaller than a subbundle's chunks.  The bundles' Legendre sums
  * (~29 MB) share one buffer: a spots task reads them once, at its start.
  * The only wait in the driver is for the previous bundle's spots task,
  * before that buffer is overwritten.
