@@ -15,7 +15,10 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/extract.h"
+#include "cpuisa.h"
 #include "fitsread.h"
+
+#include <lapacke.h>
 
 /*
  * DESIGN.  ../shared/data/desi/ref_patch.fits holds one real patch with
@@ -620,6 +623,141 @@ static void test_timing(void **state)
 	outs_free(&o);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The decorrelation's batched eigendecompositions (eigh_simd.h), every SIMD
+ * variant this CPU has, on SPD matrices like the C_bb blocks (inverses of
+ * banded matrices; condition up to ~1e6 and more): A v = lambda v to 1e-12 of
+ * ||A||, V orthonormal to 1e-13, the eigenvalues dsyevd's to 1e-12 of the
+ * largest, for sizes 1 .. 74 and group counts that leave short groups; the
+ * variants give the same bits; a matrix the lanes cannot share (a row
+ * already reduced: a diagonal matrix) comes back ok = 0 and untouched. */
+static void test_eigh_batch(void **state)
+{
+	static const int sizes[] = { 1, 2, 3, 5, 17, 74 }, counts[] = { 1, 3, 5, 9 };
+	const int mmax = 74, nbmax = 9;
+	double *a0 = xmalloc(sizeof(double) * mmax * mmax * nbmax);
+	double *a = xmalloc(sizeof(double) * mmax * mmax * nbmax);
+	double *first = xmalloc(sizeof(double) * mmax * mmax * nbmax);
+	double *ev = xmalloc(sizeof(double) * mmax * nbmax), *evf = xmalloc(sizeof(double) * mmax * nbmax);
+	double *ref = xmalloc(sizeof(double) * mmax * mmax), *rev = xmalloc(sizeof(double) * mmax);
+	double *srt = xmalloc(sizeof(double) * mmax);
+	double *work = xmalloc(sizeof(double) * desi_eigh_batch_work(mmax));
+	double *mat[9], *evp[9];
+	int ok[9], ran = 0;
+	double res = 0, orth = 0, dev = 0;
+	(void)state;
+
+	srand(7);
+	for (size_t zi = 0; zi < sizeof sizes / sizeof *sizes; zi++)
+		for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+			const int m = sizes[zi], nb = counts[ci];
+			const size_t mm = (size_t)m * m;
+			for (int k = 0; k < nb; k++) { /* B = L L' banded, A = B^-1 */
+				double *A = a0 + k * mm;
+				for (int i = 0; i < m; i++) /* L: diagonal 1e-3 .. 1, band 3 */
+					rev[i] = pow(10.0, -3.0 * rand() / RAND_MAX);
+				for (int c = 0; c < m; c++)
+					for (int r = 0; r < m; r++)
+						ref[c * m + r] = r == c ? rev[r] :
+								 r > c && r - c <= 3 ?
+								 0.6 * sqrt(rev[r] * rev[c]) * ((double)rand() / RAND_MAX - 0.5) : 0;
+				for (int c = 0; c < m; c++)
+					for (int r = 0; r < m; r++) {
+						double b = 0;
+						for (int t = 0; t < m; t++)
+							b += ref[t * m + r] * ref[t * m + c];
+						A[c * m + r] = b;
+					}
+				assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', m, A, m), 0);
+				assert_int_equal(LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', m, A, m), 0);
+				for (int c = 0; c < m; c++) /* the upper triangle: garbage */
+					for (int r = 0; r < c; r++)
+						A[c * m + r] = NAN;
+			}
+			int nvar = 0;
+			for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+				memcpy(a, a0, sizeof(double) * mm * nb);
+				for (int k = 0; k < nb; k++) {
+					mat[k] = a + k * mm;
+					evp[k] = ev + k * m;
+				}
+				if (desi_eigh_batch(isa, m, nb, mat, evp, ok, work) != 0)
+					continue;
+				for (int k = 0; k < nb; k++) {
+					const double *A = a0 + k * mm, *V = mat[k];
+					double anorm = 0, emax = 0;
+					assert_int_equal(ok[k], 1);
+					for (int c = 0; c < m; c++)
+						for (int r = c; r < m; r++)
+							anorm = fmax(anorm, fabs(A[c * m + r]));
+					for (int i = 0; i < m; i++) {
+						for (int r = 0; r < m; r++) {
+							double av = 0;
+							for (int c = 0; c < m; c++)
+								av += (r >= c ? A[c * m + r] : A[r * m + c]) * V[i * m + c];
+							res = fmax(res, fabs(av - evp[k][i] * V[i * m + r]) / anorm);
+						}
+						for (int j = 0; j <= i; j++) {
+							double d = 0;
+							for (int r = 0; r < m; r++)
+								d += V[i * m + r] * V[j * m + r];
+							orth = fmax(orth, fabs(d - (i == j)));
+						}
+					}
+					memcpy(ref, A, sizeof(double) * mm);
+					assert_int_equal(LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'N', 'L', m, ref, m, rev), 0);
+					memcpy(srt, evp[k], sizeof(double) * m);
+					qsort(srt, (size_t)m, sizeof *srt, cmp_double);
+					for (int i = 0; i < m; i++)
+						emax = fmax(emax, fabs(rev[i]));
+					for (int i = 0; i < m; i++)
+						dev = fmax(dev, fabs(srt[i] - rev[i]) / emax);
+				}
+				if (nvar++ == 0) {
+					memcpy(first, a, sizeof(double) * mm * nb);
+					memcpy(evf, ev, sizeof(double) * m * nb);
+				} else {
+					assert_memory_equal(first, a, sizeof(double) * mm * nb);
+					assert_memory_equal(evf, ev, sizeof(double) * m * nb);
+				}
+			}
+			assert_true(nvar >= 1);
+			ran += nvar;
+		}
+	print_message("# batched eigh, %d runs: |A v - l v| %.1e of |A|, |V'V - I| %.1e, eigenvalues "
+		      "vs dsyevd %.1e of the largest\n", ran, res, orth, dev);
+	assert_true(res <= 1e-12);
+	assert_true(orth <= 1e-13);
+	assert_true(dev <= 1e-12);
+
+	/* a diagonal matrix in a group: that group fails, untouched */
+	const int m = 5;
+	for (int k = 0; k < 5; k++) {
+		mat[k] = a + k * 25;
+		evp[k] = ev + k * 5;
+		for (int i = 0; i < 25; i++)
+			mat[k][i] = i % 6 == 0 ? 2.0 + i : (k == 4 ? 0.0 : 0.1);
+	}
+	memcpy(first, a, sizeof(double) * 125);
+	assert_int_equal(desi_eigh_batch(SP_ISA_BASELINE, m, 5, mat, evp, ok, work), 0);
+	assert_int_equal(ok[4], 0);
+	assert_memory_equal(first + 100, a + 100, sizeof(double) * 25);
+	free(a0);
+	free(a);
+	free(first);
+	free(ev);
+	free(evf);
+	free(ref);
+	free(rev);
+	free(srt);
+	free(work);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_fast_vs_eigh),
 		cmocka_unit_test(test_synthetic_normal),
 		cmocka_unit_test(test_degenerate),
+		cmocka_unit_test(test_eigh_batch),
 		cmocka_unit_test(test_timing),
 	};
 	char path[1024];

@@ -73,6 +73,18 @@ int desi_decorrelate_eigh_cpu(const desi_patch_t *p, const double *icov, const d
 			      double *flux, double *ivar, double *rdiags, double *rfull,
 			      double *work);
 
+/* The decorrelation's block eigendecompositions, for tests: the nb m x m
+ * symmetric matrices mat[k] (lower triangles, column-major), one per lane
+ * of SIMD variant isa (src/base/cpuisa.h), overwritten with their
+ * eigenvectors (columns) and ev[k] [m] with their eigenvalues (unsorted);
+ * ok[k] = 0 where the lanes could not share the work (mat[k] is then left
+ * as it was; desi_decorrelate_cpu() uses LAPACK for it).  work:
+ * desi_eigh_batch_work(m) doubles.  Returns -1 when the variant cannot run
+ * here.  Every variant gives the same bits. */
+int desi_eigh_batch(int isa, int m, int nb, double *const *mat, double *const *ev, int *ok,
+		    double *work);
+size_t desi_eigh_batch_work(int m);
+
 /* Steps 7-8: pixmask_fraction and chi2pix of the core [core_nf][core_nw],
  * from the deconvolved x (all n). */
 void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
