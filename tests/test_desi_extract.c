@@ -634,8 +634,9 @@ static int cmp_double(const void *a, const void *b)
  * banded matrices; condition up to ~1e6 and more): A v = lambda v to 1e-12 of
  * ||A||, V orthonormal to 1e-13, the eigenvalues dsyevd's to 1e-12 of the
  * largest, for sizes 1 .. 74 and group counts that leave short groups; the
- * variants give the same bits; a matrix the lanes cannot share (a row
- * already reduced: a diagonal matrix) comes back ok = 0 and untouched. */
+ * variants give the same bits; a matrix gives the same bits alone and in
+ * a group, decoupled rows included; a matrix the lanes cannot share (not
+ * finite) comes back ok = 0 and untouched. */
 static void test_eigh_batch(void **state)
 {
 	static const int sizes[] = { 1, 2, 3, 5, 17, 74 }, counts[] = { 1, 3, 5, 9 };
@@ -735,18 +736,53 @@ static void test_eigh_batch(void **state)
 	assert_true(orth <= 1e-13);
 	assert_true(dev <= 1e-12);
 
-	/* a diagonal matrix in a group: that group fails, untouched */
-	const int m = 5;
-	for (int k = 0; k < 5; k++) {
-		mat[k] = a + k * 25;
-		evp[k] = ev + k * 5;
-		for (int i = 0; i < 25; i++)
-			mat[k][i] = i % 6 == 0 ? 2.0 + i : (k == 4 ? 0.0 : 0.1);
+	/* Lanes are independent: each matrix of a group of 9 alone gives the
+	 * same bits.  Among them, decoupled rows and columns (0 off the
+	 * diagonal: a wavelength whose pixels are all masked) and a diagonal
+	 * matrix, which the lanes reduce with the rest (no LAPACK). */
+	const int m = 9, nb = 9, mm = m * m;
+	for (int k = 0; k < nb; k++) {
+		mat[k] = a0 + k * mm;
+		for (int c = 0; c < m; c++)
+			for (int r = c; r < m; r++)
+				mat[k][c * m + r] = r == c ? 2.0 + r + k : 0.3 / (1 + r - c) + 0.01 * k;
+		for (int c = 0; c < m; c++)
+			for (int r = c + 1; r < m; r++)
+				if (k == 8 || (k % 3 == 1 && (r == 4 || c == 4 || (k == 4 && r == m - 1))))
+					mat[k][c * m + r] = 0.0;
 	}
-	memcpy(first, a, sizeof(double) * 125);
+	memcpy(a, a0, sizeof(double) * mm * nb);
+	for (int k = 0; k < nb; k++) {
+		mat[k] = a + k * mm;
+		evp[k] = ev + k * m;
+	}
+	assert_int_equal(desi_eigh_batch(sp_cpu_isa(), m, nb, mat, evp, ok, work), 0);
+	for (int k = 0; k < nb; k++) {
+		double *one = first + k * mm, e1[9];
+		int ok1;
+		assert_int_equal(ok[k], 1);
+		memcpy(one, a0 + k * mm, sizeof(double) * mm);
+		assert_int_equal(desi_eigh_batch(sp_cpu_isa(), m, 1, &one, &(double *){ e1 }, &ok1, work), 0);
+		assert_int_equal(ok1, 1);
+		assert_memory_equal(one, a + k * mm, sizeof(double) * mm);
+		assert_memory_equal(e1, ev + k * m, sizeof(double) * m);
+		/* and it is an eigendecomposition */
+		for (int i = 0; i < m; i++)
+			for (int r = 0; r < m; r++) {
+				double av = 0;
+				const double *A = a0 + k * mm, *V = a + k * mm;
+				for (int c = 0; c < m; c++)
+					av += (r >= c ? A[c * m + r] : A[r * m + c]) * V[i * m + c];
+				assert_true(fabs(av - ev[k * m + i] * V[i * m + r]) <= 1e-13 * (2.0 + m + k));
+			}
+	}
+	/* a value that is not finite fails its group, which stays as it was */
+	memcpy(a, a0, sizeof(double) * mm * 5);
+	a[4 * mm + 3] = NAN;
+	memcpy(first, a, sizeof(double) * mm * 5);
 	assert_int_equal(desi_eigh_batch(SP_ISA_BASELINE, m, 5, mat, evp, ok, work), 0);
 	assert_int_equal(ok[4], 0);
-	assert_memory_equal(first + 100, a + 100, sizeof(double) * 25);
+	assert_memory_equal(first + 4 * mm, a + 4 * mm, sizeof(double) * mm);
 	free(a0);
 	free(a);
 	free(first);

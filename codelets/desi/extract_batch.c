@@ -2,6 +2,8 @@
 #include "extract.h"
 #include "desi_kern.h"
 
+#include "cpuisa.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -57,6 +59,13 @@ struct batch_bufs {
 	desi_patch_t big;
 	size_t npix_max;
 	double *buf, *wpix, *wivar, *core, *work;
+	/* the decorrelate phase's per-patch state, np patches: solutions x [np][n],
+	 * core blocks [np][core_nf][m][m] and eigenvalues [np][core_nf][m],
+	 * pointers to both and the eigendecompositions' flags [np core_nf],
+	 * whether each patch failed before them [np] */
+	double *xs, *cbbs, *evs;
+	double **vecp, **evp;
+	int *ok, *pfail;
 	const double *pspots;
 	const int32_t *pxc, *pyc;
 };
@@ -130,9 +139,13 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	B->big.core_nw = nw - cp->core_w0; /* >= any patch's core_nw */
 	const size_t ncore = full ? (size_t)cp->core_nf * (size_t)B->big.core_nw : 0;
 	const size_t nwork = full ? desi_extract_work_size(&B->big) : 0;
+	const size_t np = full ? (size_t)b->np : 0, nblk = np * (size_t)cp->core_nf;
+	const size_t n = (size_t)desi_patch_n(cp), mm = (size_t)nw * (size_t)nw;
+	const size_t nstate = np * n + nblk * (mm + (size_t)nw) + /* xs, cbbs, evs */
+			      2 * nblk + nblk;                    /* pointers; ok and pfail ints */
 	const size_t ndoubles = 2 * B->npix_max +           /* pix, ivar */
 				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
-				nwork;
+				nwork + nstate;
 	B->buf = thread_buf(ndoubles > 0 ? ndoubles : 1);
 	if (B->buf == NULL)
 		return -1;
@@ -140,6 +153,13 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	B->wivar = B->wpix + B->npix_max;
 	B->core = B->wivar + B->npix_max;
 	B->work = B->core + ncore * (4 + (size_t)nd);
+	B->xs = B->work + nwork;
+	B->cbbs = B->xs + np * n;
+	B->evs = B->cbbs + nblk * mm;
+	B->vecp = (double **)(void *)(B->evs + nblk * (size_t)nw);
+	B->evp = B->vecp + nblk;
+	B->ok = (int *)(void *)(B->evp + nblk);
+	B->pfail = B->ok + nblk; /* nblk doubles hold 2 nblk >= nblk + np ints */
 	return 0;
 }
 
@@ -204,7 +224,8 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 			       const double *normal, float *rows)
 {
 	const size_t n = (size_t)desi_patch_n(&b->p), np = (size_t)(b->np > 0 ? b->np : 0);
-	const int nd = 2 * b->p.ndiag + 1;
+	const int nd = 2 * b->p.ndiag + 1, m = b->p.nwave, ncf = b->p.core_nf;
+	const size_t mm = (size_t)m * (size_t)m;
 	struct batch_bufs B;
 	int first_bad = 0;
 
@@ -213,23 +234,39 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 	if (bufs_init(b, &B, 1) != 0)
 		return -1;
 	const double *icov = normal, *y = icov + np * n * n;
-	double *x = malloc(n * sizeof *x);
-	if (x == NULL) {
-		bufs_free(&B);
-		return -1;
-	}
+	/* 1. per patch: the solve and the core blocks of iCov^-1 */
+	int nblk = 0;
 	for (int i = 0; i < b->np; i++) {
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
-		const int w0 = b->w0[i], cnw = b->core_nw[i];
 		const double *ic = icov + (size_t)i * n * n;
+		double *x = B.xs + (size_t)i * n, *cbb = B.cbbs + (size_t)i * ncf * mm;
+		int info = desi_extract_solve_cpu(&p, ic, y + (size_t)i * n, x, B.work);
+		if (info == 0)
+			info = desi_decorrelate_blocks_cpu(&p, ic, cbb, B.work);
+		B.pfail[i] = info;
+		for (int c = 0; c < ncf && info == 0; c++) {
+			B.vecp[nblk] = cbb + (size_t)c * mm;
+			B.evp[nblk++] = B.evs + ((size_t)i * ncf + c) * m;
+		}
+	}
+	/* 2. every block's eigendecomposition, SIMD lanes across patches */
+	(void)desi_eigh_batch(sp_cpu_isa(), m, nblk, B.vecp, B.evp, B.ok, B.work);
+	/* 3. per patch: finish the blocks, chi2, the rows */
+	for (int i = 0, k = 0; i < b->np; i++) {
+		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
+		const int w0 = b->w0[i], cnw = b->core_nw[i];
+		const double *x = B.xs + (size_t)i * n;
 
 		/* Core arrays [core_nf][cnw] (the kernels' row length is cnw). */
 		const size_t nc = (size_t)p.core_nf * (size_t)cnw;
 		double *flux = B.core, *fivar = flux + nc, *chi2 = fivar + nc, *pmask = chi2 + nc;
 		double *rd = pmask + nc;
-		int info = desi_extract_solve_cpu(&p, ic, y + (size_t)i * n, x, B.work);
-		if (info == 0)
-			info = desi_decorrelate_cpu(&p, ic, x, flux, fivar, rd, NULL, B.work);
+		int info = B.pfail[i];
+		if (info == 0) {
+			info = desi_decorrelate_finish_cpu(&p, 0, ncf, B.vecp + k, B.evp + k, B.ok + k, x,
+							   flux, fivar, rd, NULL, B.work);
+			k += ncf;
+		}
 		if (info != 0) {
 			zero_core(b, w0, cnw, rows);
 			if (first_bad == 0)
@@ -244,11 +281,11 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 			float *row = rows + (size_t)f * b->nfield * b->nwave_grid + (w0 - b->col0);
 			const size_t g = (size_t)b->nwave_grid;
 			for (int w = 0; w < cnw; w++) {
-				const size_t k = (size_t)f * cnw + w;
-				row[w] = dsk_row_value(flux[k], 0, dw, 0);
-				row[g + w] = dsk_row_value(fivar[k], 1, dw, 0);
-				row[2 * g + w] = dsk_row_value(chi2[k], 2, dw, 0);
-				row[3 * g + w] = dsk_row_value(pmask[k], 3, dw, 0);
+				const size_t kk = (size_t)f * cnw + w;
+				row[w] = dsk_row_value(flux[kk], 0, dw, 0);
+				row[g + w] = dsk_row_value(fivar[kk], 1, dw, 0);
+				row[2 * g + w] = dsk_row_value(chi2[kk], 2, dw, 0);
+				row[3 * g + w] = dsk_row_value(pmask[kk], 3, dw, 0);
 				for (int d = 0; d < nd; d++)
 					row[(4 + (size_t)d) * g + w] =
 						dsk_row_value(rd[((size_t)f * nd + d) * cnw + w], 4 + d, dw, 0);
@@ -259,7 +296,6 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 			}
 		}
 	}
-	free(x);
 	bufs_free(&B);
 	return first_bad;
 }

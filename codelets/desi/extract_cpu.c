@@ -4,6 +4,7 @@
 
 #include "cpuisa.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -238,6 +239,7 @@ SP_AVX2_END
 #endif
 
 typedef void (*eigh_fn)(int, int, double *const *, double *const *, int *, double *);
+/* the variants; desi_eigh_batch() for a chosen one */
 static const eigh_fn eigh_variant[SP_ISA_COUNT] = {
 	[SP_ISA_BASELINE] = eigh_base,
 #if SP_HAVE_AVX2_VARIANT
@@ -249,7 +251,7 @@ static const eigh_fn eigh_variant[SP_ISA_COUNT] = {
  * lanes, and room to align). */
 static size_t eigh_batch_work(int m)
 {
-	return 4 * ((size_t)m * (size_t)m + 2 * (size_t)m) + 8;
+	return 4 * (2 * (size_t)m * (size_t)m + 3 * (size_t)m) + 8;
 }
 
 int desi_eigh_batch(int isa, int m, int nb, double *const *mat, double *const *ev, int *ok,
@@ -407,53 +409,72 @@ static int selected_inverse(int n, int kd, const double *ab, double *cb, int jst
 	return 0;
 }
 
-int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double *x,
-			 double *flux, double *ivar, double *rdiags, double *rfull, double *work)
+int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, double *cbb,
+				double *work)
 {
 	const int n = desi_patch_n(p), m = p->nwave;
-	const int kd = band_width(n, icov, m - 1), ldab = kd + 1, ncore = p->core_nf;
+	const int kd = band_width(n, icov, m - 1), ldab = kd + 1;
 	const size_t mm = (size_t)m * (size_t)m;
-	double *ab = work, *cb = ab + (size_t)n * ldab, *cbb = cb + (size_t)n * ldab;
-	double *evs = cbb + (size_t)ncore * mm, *bw = evs + (size_t)ncore * m;
+	double *ab = work, *cb = ab + (size_t)n * ldab, *bw = cb + (size_t)n * ldab;
 
-	if (rfull)
-		memset(rfull, 0, (size_t)n * (size_t)n * sizeof *rfull);
 	int info = band_factor(n, icov, kd, ab);
 	if (info != 0)
 		return info;
-
 	/* the selected inverse, columns n-1 down to the first core column */
-	info = selected_inverse(n, kd, ab, cb, p->core_f0 * m, bw + block_work(m));
+	info = selected_inverse(n, kd, ab, cb, p->core_f0 * m, bw);
 	if (info != 0)
 		return info;
+	for (int c = 0; c < p->core_nf; c++) {
+		const size_t b0 = (size_t)(p->core_f0 + c) * m;
+		double *blk = cbb + (size_t)c * mm;
+		for (int k = 0; k < m; k++)
+			for (int i = k; i < m; i++)
+				blk[(size_t)k * m + i] = cb[(b0 + k) * ldab + (i - k)];
+	}
+	return 0;
+}
 
-	/* the core blocks C_bb, then their eigendecompositions, up to
-	 * EIGH_GROUP at once */
+int desi_decorrelate_finish_cpu(const desi_patch_t *p, int c0, int nb, double *const *vecs,
+				double *const *ev, const int *ok, const double *x, double *flux,
+				double *ivar, double *rdiags, double *rfull, double *work)
+{
+	for (int c = 0; c < nb; c++) {
+		int info = ok[c] ? 0 : block_eigh_lapack(p->nwave, vecs[c], ev[c], work);
+		if (info == 0)
+			info = block_finish(p, p->core_f0 + c0 + c, vecs[c], ev[c], x, flux, ivar, rdiags,
+					    rfull, work);
+		if (info != 0)
+			return info;
+	}
+	return 0;
+}
+
+int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double *x,
+			 double *flux, double *ivar, double *rdiags, double *rfull, double *work)
+{
+	const int n = desi_patch_n(p), m = p->nwave, ncore = p->core_nf;
+	const size_t mm = (size_t)m * (size_t)m;
+	double *cbb = work, *evs = cbb + (size_t)ncore * mm, *w = evs + (size_t)ncore * m;
+
+	if (rfull)
+		memset(rfull, 0, (size_t)n * (size_t)n * sizeof *rfull);
+	int info = desi_decorrelate_blocks_cpu(p, icov, cbb, w);
+	/* the core blocks' eigendecompositions, up to EIGH_GROUP at once */
 	enum { EIGH_GROUP = 8 };
 	const eigh_fn eigh = eigh_variant[sp_cpu_isa()];
-	for (int c0 = 0; c0 < ncore; c0 += EIGH_GROUP) {
+	for (int c0 = 0; c0 < ncore && info == 0; c0 += EIGH_GROUP) {
 		const int nb = ncore - c0 < EIGH_GROUP ? ncore - c0 : EIGH_GROUP;
 		double *mats[EIGH_GROUP], *evp[EIGH_GROUP];
 		int ok[EIGH_GROUP];
 		for (int c = 0; c < nb; c++) {
-			const size_t b0 = (size_t)(p->core_f0 + c0 + c) * m;
 			mats[c] = cbb + (size_t)(c0 + c) * mm;
 			evp[c] = evs + (size_t)(c0 + c) * m;
-			for (int k = 0; k < m; k++)
-				for (int i = k; i < m; i++)
-					mats[c][(size_t)k * m + i] = cb[(b0 + k) * ldab + (i - k)];
 		}
-		eigh(m, nb, mats, evp, ok, bw);
-		for (int c = 0; c < nb; c++) {
-			if (!ok[c] && (info = block_eigh_lapack(m, mats[c], evp[c], bw)) != 0)
-				return info;
-			info = block_finish(p, p->core_f0 + c0 + c, mats[c], evp[c], x, flux, ivar,
-					    rdiags, rfull, bw);
-			if (info != 0)
-				return info;
-		}
+		eigh(m, nb, mats, evp, ok, w);
+		info = desi_decorrelate_finish_cpu(p, c0, nb, mats, evp, ok, x, flux, ivar, rdiags,
+						   rfull, w);
 	}
-	return 0;
+	return info;
 }
 
 int desi_decorrelate_eigh_cpu(const desi_patch_t *p, const double *icov, const double *x,
@@ -530,9 +551,12 @@ size_t desi_extract_work_size(const desi_patch_t *p)
 	const size_t npix = (size_t)p->ny * (size_t)p->nx;
 	const size_t liw = 3 + 5 * n;
 	size_t solve = nn + n;                                  /* band L (ldab <= n), b */
-	const size_t nc = (size_t)p->core_nf, bwk = block_work((int)m) + taka_work(n);
-	size_t fast = 2 * nn + nc * (m * m + m) +               /* L, C bands, C_bb, ev */
-		      (bwk > eigh_batch_work((int)m) ? bwk : eigh_batch_work((int)m));
+	const size_t nc = (size_t)p->core_nf, bands = 2 * nn + taka_work(n);
+	size_t fast = block_work((int)m) > eigh_batch_work((int)m) ? block_work((int)m) :
+								     eigh_batch_work((int)m);
+	if (bands > fast) /* L, C bands; then the eigendecompositions, the blocks' step */
+		fast = bands;
+	fast += nc * (m * m + m); /* C_bb, ev */
 	size_t eigh = nn + n + m * m + (1 + 6 * n + 2 * nn) +   /* V, u, C_bb, dsyevd */
 		      (liw * sizeof(lapack_int) + sizeof(double) - 1) / sizeof(double) + 1;
 	size_t bw = block_work((int)m);
