@@ -70,7 +70,9 @@ int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double
 /* desi_decorrelate_cpu() in three parts, so that a caller can run the
  * middle one over the blocks of several patches at once (extract_batch.c):
  * desi_decorrelate_blocks_cpu() writes the core blocks C_bb of iCov^-1,
- * cbb [core_nf][nwave][nwave] (lower triangles, column-major);
+ * cbb [core_nf][nwave][nwave] (lower triangles, column-major), and, when
+ * y is not NULL, solves icov x = y (step 3) with the same band Cholesky
+ * factor, as desi_extract_solve_cpu() does (the same bits);
  * desi_eigh_batch(sp_cpu_isa(), ...) decomposes them (in place);
  * desi_decorrelate_finish_cpu() finishes core blocks c0 .. c0 + nb - 1
  * from their eigenvectors vecs[c] and eigenvalues ev[c] (LAPACK's first
@@ -78,8 +80,8 @@ int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double
  * clear).  Return 0 or a positive LAPACK info.  work:
  * desi_extract_work_size() doubles (finish and desi_eigh_batch() need
  * less). */
-int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, double *cbb,
-				double *work);
+int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, const double *y,
+				double *x, double *cbb, double *work);
 int desi_decorrelate_finish_cpu(const desi_patch_t *p, int c0, int nb, double *const *vecs,
 				double *const *ev, const int *ok, const double *x, double *flux,
 				double *ivar, double *rdiags, double *rfull, double *work);

@@ -234,15 +234,14 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 	if (bufs_init(b, &B, 1) != 0)
 		return -1;
 	const double *icov = normal, *y = icov + np * n * n;
-	/* 1. per patch: the solve and the core blocks of iCov^-1 */
+	/* 1. per patch: one band Cholesky factor for the solve and the core
+	 * blocks of iCov^-1 */
 	int nblk = 0;
 	for (int i = 0; i < b->np; i++) {
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
 		const double *ic = icov + (size_t)i * n * n;
 		double *x = B.xs + (size_t)i * n, *cbb = B.cbbs + (size_t)i * ncf * mm;
-		int info = desi_extract_solve_cpu(&p, ic, y + (size_t)i * n, x, B.work);
-		if (info == 0)
-			info = desi_decorrelate_blocks_cpu(&p, ic, cbb, B.work);
+		int info = desi_decorrelate_blocks_cpu(&p, ic, y + (size_t)i * n, x, cbb, B.work);
 		B.pfail[i] = info;
 		for (int c = 0; c < ncf && info == 0; c++) {
 			B.vecp[nblk] = cbb + (size_t)c * mm;

@@ -24,8 +24,11 @@
  * iCov is banded: half-bandwidth 156 in the fibre-major order on the
  * reference patch (a fibre's spots overlap its second neighbours' by ~3
  * columns, so kd = 2 nwave + 8), 58 in the wavelength-major order.  The
- * solve permutes to wavelength-major and uses LAPACK's band Cholesky
- * (dpbtrf, ~n kd^2 flops).  The decorrelation uses the fibre-major band.
+ * decorrelation factors the fibre-major band (LAPACK's band Cholesky,
+ * dpbtrf, ~n kd^2 flops), and the solve uses that factor (dpbtrs): it
+ * used to factor the narrower wavelength-major band of its own, which cost
+ * more than the triangular solves (scanning and permuting the dense
+ * matrix, a second factorisation).
  * The decorrelation needs only the diagonal fibre blocks of C = iCov^-1.
  * They lie inside the band once kd >= nwave - 1, so the Takahashi
  * recurrence (selected inverse: C restricted to the band of L, from
@@ -167,39 +170,22 @@ static int band_factor(int n, const double *icov, int kd, double *ab)
 /* The solve uses the wavelength-major order, index w nfib + f, where the
  * bandwidth is ~58 instead of ~156 (fibre-major: a fibre overlaps its
  * second neighbours by a few columns), a 7x cheaper band Cholesky. */
-static int wm(const desi_patch_t *p, int j)
-{
-	return (j % p->nwave) * p->nfib + j / p->nwave;
-}
-
 int desi_extract_solve_cpu(const desi_patch_t *p, const double *icov, const double *y, double *x,
 			   double *work)
 {
-	const int n = desi_patch_n(p), nf = p->nfib, m = p->nwave;
-	int kd = 0;
+	const int n = desi_patch_n(p);
+	const int kd = band_width(n, icov, p->nwave - 1), ldab = kd + 1;
+	double *ab = work;
 
-	for (int i = 0; i < n; i++) {
-		const double *row = icov + (size_t)i * n;
-		const int pi = wm(p, i);
-		for (int j = 0; j < n; j++)
-			if (row[j] != 0.0 && wm(p, j) - pi > kd)
-				kd = wm(p, j) - pi;
+	/* the factor desi_decorrelate_blocks_cpu() makes, so that a solve
+	 * alone and one fused with the decorrelation give the same bits */
+	int info = band_factor(n, icov, kd, ab);
+	if (info == 0) {
+		memcpy(x, y, (size_t)n * sizeof *x);
+		info = LAPACKE_dpbtrs_work(LAPACK_COL_MAJOR, 'L', n, kd, 1, ab, ldab, x, n);
 	}
-	const int ldab = kd + 1;
-	double *ab = work, *b = ab + (size_t)n * ldab;
-	for (int jp = 0; jp < n; jp++) {
-		const double *row = icov + (size_t)((jp % nf) * m + jp / nf) * n;
-		for (int d = 0; d < ldab; d++) {
-			int ip = jp + d;
-			ab[(size_t)jp * ldab + d] = ip < n ? row[(ip % nf) * m + ip / nf] : 0.0;
-		}
-		b[jp] = y[(jp % nf) * m + jp / nf];
-	}
-	int info = LAPACKE_dpbtrf_work(LAPACK_COL_MAJOR, 'L', n, kd, ab, ldab);
-	if (info == 0)
-		info = LAPACKE_dpbtrs_work(LAPACK_COL_MAJOR, 'L', n, kd, 1, ab, ldab, b, n);
-	for (int j = 0; j < n; j++)
-		x[j] = info == 0 ? b[wm(p, j)] : 0.0;
+	if (info != 0)
+		memset(x, 0, (size_t)n * sizeof *x);
 	return info;
 }
 
@@ -288,6 +274,52 @@ static int block_finish(const desi_patch_t *p, int f, double *cbb, const double 
 		double sc = 1.0 / sqrt(sqrt(ev[k]));
 		for (int i = 0; i < m; i++)
 			cbb[(size_t)k * m + i] *= sc;
+	}
+	if (rfull == NULL) {
+		/* What is kept of R needs Q's row sums s = W (W' 1), Q x_b =
+		 * W (W' x_b) and the 2 ndiag + 1 diagonals at the core columns:
+		 * ~60 k multiply-adds instead of Q's 400 k.  wt: W's rows. */
+		double *wt = work, *t = wt + mm, *u = t + m, *s = u + m, *qx = s + m;
+		for (int k = 0; k < m; k++) {
+			const double *wk = cbb + (size_t)k * m;
+			double tk = 0.0, uk = 0.0;
+			for (int i = 0; i < m; i++) {
+				wt[(size_t)i * m + k] = wk[i];
+				tk += wk[i];
+				uk += wk[i] * xb[i];
+			}
+			t[k] = tk;
+			u[k] = uk;
+		}
+		for (int i = 0; i < m; i++) {
+			const double *wi = wt + (size_t)i * m;
+			double si = 0.0, qi = 0.0;
+			for (int k = 0; k < m; k++) {
+				si += wi[k] * t[k];
+				qi += wi[k] * u[k];
+			}
+			s[i] = si;
+			qx[i] = qi;
+		}
+		for (int i = 0; i < p->core_nw; i++) {
+			const int wi = p->core_w0 + i;
+			flux[(size_t)fc * p->core_nw + i] = qx[wi] * (1.0 / s[wi]);
+			ivar[(size_t)fc * p->core_nw + i] = s[wi] * s[wi];
+		}
+		/* Rdiags[fc][k][j] = R[j + w0 - ndiag + k][j + w0] (zero outside) */
+		for (int k = 0; k < nd; k++)
+			for (int j = 0; j < p->core_nw; j++) {
+				const int col = j + p->core_w0, row = col - p->ndiag + k;
+				double r = 0.0;
+				if (row >= 0 && row < m) {
+					const double *a = wt + (size_t)row * m, *b = wt + (size_t)col * m;
+					for (int c = 0; c < m; c++)
+						r += a[c] * b[c];
+					r *= 1.0 / s[row];
+				}
+				rdiags[((size_t)fc * nd + k) * p->core_nw + j] = r;
+			}
+		return 0;
 	}
 	cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, m, m, m, 1.0, cbb, m, cbb, m, 0.0, q,
 		    m);
@@ -409,8 +441,8 @@ static int selected_inverse(int n, int kd, const double *ab, double *cb, int jst
 	return 0;
 }
 
-int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, double *cbb,
-				double *work)
+int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, const double *y,
+				double *x, double *cbb, double *work)
 {
 	const int n = desi_patch_n(p), m = p->nwave;
 	const int kd = band_width(n, icov, m - 1), ldab = kd + 1;
@@ -418,6 +450,10 @@ int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, doubl
 	double *ab = work, *cb = ab + (size_t)n * ldab, *bw = cb + (size_t)n * ldab;
 
 	int info = band_factor(n, icov, kd, ab);
+	if (info == 0 && y != NULL) { /* step 3 with the same factor */
+		memcpy(x, y, (size_t)n * sizeof *x);
+		info = LAPACKE_dpbtrs_work(LAPACK_COL_MAJOR, 'L', n, kd, 1, ab, ldab, x, n);
+	}
 	if (info != 0)
 		return info;
 	/* the selected inverse, columns n-1 down to the first core column */
@@ -458,7 +494,7 @@ int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double
 
 	if (rfull)
 		memset(rfull, 0, (size_t)n * (size_t)n * sizeof *rfull);
-	int info = desi_decorrelate_blocks_cpu(p, icov, cbb, w);
+	int info = desi_decorrelate_blocks_cpu(p, icov, NULL, NULL, cbb, w);
 	/* the core blocks' eigendecompositions, up to EIGH_GROUP at once */
 	enum { EIGH_GROUP = 8 };
 	const eigh_fn eigh = eigh_variant[sp_cpu_isa()];
