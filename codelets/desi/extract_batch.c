@@ -169,8 +169,9 @@ static void bufs_free(struct batch_bufs *B)
 	B->buf = NULL;
 }
 
-/* Patch i's geometry and pixel window into B, and where its spots and
- * corners start in the bundle's arrays; returns its desi_patch_t. */
+/* Patch i's geometry, where its spots and corners start in the bundle's
+ * arrays and, unless img is NULL, its pixel window into B; returns its
+ * desi_patch_t. */
 static desi_patch_t gather_patch(const desi_batch_t *b, int i, const double *spots,
 				 const int32_t *xc, const int32_t *yc, const float *img,
 				 const float *ivar, struct batch_bufs *B)
@@ -189,7 +190,8 @@ static desi_patch_t gather_patch(const desi_batch_t *b, int i, const double *spo
 	B->pspots = spots + first * ss;
 	B->pxc = xc + first;
 	B->pyc = yc + first;
-	copy_window(b, &p, img, ivar, B->wpix, B->wivar);
+	if (img != NULL)
+		copy_window(b, &p, img, ivar, B->wpix, B->wivar);
 	return p;
 }
 
@@ -238,7 +240,7 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 	 * blocks of iCov^-1 */
 	int nblk = 0;
 	for (int i = 0; i < b->np; i++) {
-		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
+		desi_patch_t p = gather_patch(b, i, spots, xc, yc, NULL, NULL, &B); /* no pixels */
 		const double *ic = icov + (size_t)i * n * n;
 		double *x = B.xs + (size_t)i * n, *cbb = B.cbbs + (size_t)i * ncf * mm;
 		int info = desi_decorrelate_blocks_cpu(&p, ic, y + (size_t)i * n, x, cbb, B.work);
