@@ -5,8 +5,8 @@
 /*
  * DESIGN.  The project is built for plain x86-64 (SSE2), as Debian builds
  * it, so that one binary runs on every node of a cluster.  The hot
- * hand-written CPU kernels (J-sync's triplet choices and products) are
- * compiled twice: once for the build's target, once under
+ * hand-written CPU kernels (J-sync's triplet choices and products, APPLE's
+ * score loops, DESI's block eigendecompositions) are compiled twice: once for the build's target, once under
  * `#pragma GCC target("avx2")`, and each call goes to the widest variant the
  * CPU and the OS support (doc/profiling.md: 2.0x on J-sync's kernels).  The
  * variants compute the same bits: no FMA contraction (-ffp-contract=off),
