@@ -417,20 +417,13 @@ static double *dense_A(const desi_patch_t *p, const double *spots, const int32_t
 	return A;
 }
 
-/* Tolerance 1e-12 relative (observed ~1e-16) for A'NA, y, fluxweight;
- * 1e-12 for chi2pix and pixmask_fraction against dense formulas. */
-static void test_synthetic_normal(void **state)
+/* The dense normal equations of A (dense_A()): ic = A'NA + the
+ * regularisation, yy = A'Np, fw = A'N1 (calloc'd: n x n, n, n). */
+static void dense_normal(const desi_patch_t *pp, const double *A, const double *pix,
+			 const double *ivar, double *ic, double *yy, double *fw)
 {
-	(void)state;
-	desi_patch_t p;
-	double *spots, *pix, *ivar;
-	int32_t *xc, *yc;
-	synth(&p, &spots, &xc, &yc, &pix, &ivar, 0.1);
+	const desi_patch_t p = *pp;
 	const int n = desi_patch_n(&p), npix = p.ny * p.nx;
-	const size_t nc = (size_t)p.core_nf * p.core_nw;
-	double *A = dense_A(&p, spots, xc, yc);
-	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
-	double *fw = calloc(n, sizeof *fw);
 	for (int i = 0; i < npix; i++)
 		for (int a = 0; a < n; a++) {
 			double aw = A[(size_t)i * n + a] * ivar[i];
@@ -448,6 +441,53 @@ static void test_synthetic_normal(void **state)
 		double al = fw[a] < 1e-4 * mx ? 1e-4 * mx - fw[a] : 0.0;
 		ic[(size_t)a * n + a] += al * al + 1e-15;
 	}
+}
+
+/* A'NA where the spots' rows are not sorted along a fibre (two of
+ * fibre 1's wavelengths swapped): the kernel's pair search falls back to
+ * scanning every later column (extract_cpu.c, rows_sorted()), and still
+ * equals the dense sums; tolerance 1e-12 relative. */
+static void test_normal_unsorted_rows(void **state)
+{
+	(void)state;
+	desi_patch_t p;
+	double *spots, *pix, *ivar;
+	int32_t *xc, *yc;
+	synth(&p, &spots, &xc, &yc, &pix, &ivar, 0.1);
+	const int n = desi_patch_n(&p);
+	int32_t t = yc[p.nwave + 3];
+	yc[p.nwave + 3] = yc[p.nwave + 12];
+	yc[p.nwave + 12] = t;
+	double *A = dense_A(&p, spots, xc, yc);
+	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
+	double *fw = calloc(n, sizeof *fw);
+	dense_normal(&p, A, pix, ivar, ic, yy, fw);
+	outs_t o;
+	outs_alloc(&p, &o);
+	desi_extract_normal_cpu(&p, spots, xc, yc, pix, ivar, o.icov, o.y, o.fw);
+	check("unsorted rows: A'NA vs dense", o.icov, ic, (size_t)n * n, 1e-12);
+	check("unsorted rows: A'Np vs dense", o.y, yy, n, 1e-12);
+	outs_free(&o);
+	void *f[] = { spots, pix, ivar, xc, yc, A, ic, yy, fw };
+	for (size_t k = 0; k < sizeof f / sizeof *f; k++)
+		free(f[k]);
+}
+
+/* Tolerance 1e-12 relative (observed ~1e-16) for A'NA, y, fluxweight;
+ * 1e-12 for chi2pix and pixmask_fraction against dense formulas. */
+static void test_synthetic_normal(void **state)
+{
+	(void)state;
+	desi_patch_t p;
+	double *spots, *pix, *ivar;
+	int32_t *xc, *yc;
+	synth(&p, &spots, &xc, &yc, &pix, &ivar, 0.1);
+	const int n = desi_patch_n(&p), npix = p.ny * p.nx;
+	const size_t nc = (size_t)p.core_nf * p.core_nw;
+	double *A = dense_A(&p, spots, xc, yc);
+	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
+	double *fw = calloc(n, sizeof *fw);
+	dense_normal(&p, A, pix, ivar, ic, yy, fw);
 	outs_t o;
 	outs_alloc(&p, &o);
 	desi_extract_normal_cpu(&p, spots, xc, yc, pix, ivar, o.icov, o.y, o.fw);
@@ -802,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_ref_steps),
 		cmocka_unit_test(test_fast_vs_eigh),
 		cmocka_unit_test(test_synthetic_normal),
+		cmocka_unit_test(test_normal_unsorted_rows),
 		cmocka_unit_test(test_degenerate),
 		cmocka_unit_test(test_eigh_batch),
 		cmocka_unit_test(test_timing),

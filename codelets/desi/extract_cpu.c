@@ -76,18 +76,25 @@ static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc,
 	return in;
 }
 
-/* The array index of the column after column c (wavelength w of its fibre). */
-static inline size_t next_col(size_t c, int *w, int m, size_t skip)
+/* Whether the spots' corner rows never decrease along each fibre's
+ * wavelengths (the traces' dispersion, on every real PSF). */
+static int rows_sorted(const desi_patch_t *p, const int32_t *yc)
 {
-	if (++*w == m) {
-		*w = 0;
-		return c + skip;
-	}
-	return c + 1;
+	for (int f = 0; f < p->nfib; f++)
+		for (int w = 1; w < p->nwave; w++)
+			if (yc[desi_patch_col(p, f * p->nwave + w)] <
+			    yc[desi_patch_col(p, f * p->nwave + w - 1)])
+				return 0;
+	return 1;
 }
 
 /* The arithmetic is desi_kern.h's, shared with k_normal and k_regularise;
- * the loops skip the pairs whose rectangles cannot meet. */
+ * the loops skip the pairs whose rectangles cannot meet.  A column meets
+ * only the columns of each fibre whose corner rows lie within a spot of
+ * its own: where the rows are sorted along the fibres (rows_sorted()), a
+ * binary search finds the first and the scan stops after the last, so a
+ * column looks at a few dozen columns instead of every later one (the
+ * pairs summed, and so the bits, are the same). */
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
 			     double *y, double *fluxweight)
@@ -96,9 +103,7 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 	const size_t ss = (size_t)p->sy * (size_t)p->sx;
 	const dsk_win_t w = win_of(p);
 
-	/* the next fibre's first column is fstride - m + 1 after a fibre's last */
-	const int m = p->nwave;
-	const size_t skip = (p->fstride > m ? (size_t)(p->fstride - m) : 0) + 1;
+	const int m = p->nwave, sorted = rows_sorted(p, yc);
 
 	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
 	for (int j1 = 0; j1 < n; j1++) {
@@ -111,20 +116,37 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 		if (!dsk_rect(&w, xc[c1], yc[c1], &a))
 			continue;
 		y[j1] = dsk_column_sums(s1, &a, sx, pix, ivar, nx, &fluxweight[j1]);
-		size_t c2 = c1;
 		const long long y1 = yc[c1], x1 = xc[c1];
-		for (int j2 = j1, w2 = j1 % m; j2 < n; j2++, c2 = next_col(c2, &w2, m, skip)) {
-			dsk_rect_t b;
-			/* spots whose corners are a spot apart cannot meet: their
-			 * entry stays the memset's 0, as dsk_pair_sum would give */
-			const long long dy = yc[c2] - y1, dx = xc[c2] - x1;
-			if (dy >= p->sy || -dy >= p->sy || dx >= sx || -dx >= sx)
-				continue;
-			if (!dsk_rect(&w, xc[c2], yc[c2], &b))
-				continue;
-			double acc = dsk_pair_sum(s1, &a, spots + c2 * ss, &b, sx, ivar, nx);
-			icov[(size_t)j1 * n + j2] = acc;
-			icov[(size_t)j2 * n + j1] = acc;
+		for (int f2 = j1 / m; f2 < p->nfib; f2++) {
+			int w2 = f2 == j1 / m ? j1 % m : 0;
+			if (sorted) { /* the first wavelength whose row is within a spot */
+				int hi = m;
+				while (w2 < hi) {
+					const int mid = w2 + (hi - w2) / 2;
+					if (yc[desi_patch_col(p, f2 * m + mid)] - y1 <= -p->sy)
+						w2 = mid + 1;
+					else
+						hi = mid;
+				}
+			}
+			for (; w2 < m; w2++) {
+				dsk_rect_t b;
+				const int j2 = f2 * m + w2;
+				const size_t c2 = desi_patch_col(p, j2);
+				/* spots whose corners are a spot apart cannot meet:
+				 * their entry stays the memset's 0, as dsk_pair_sum
+				 * would give */
+				const long long dy = yc[c2] - y1, dx = xc[c2] - x1;
+				if (sorted && dy >= p->sy)
+					break; /* and every later one of this fibre */
+				if (dy >= p->sy || -dy >= p->sy || dx >= sx || -dx >= sx)
+					continue;
+				if (!dsk_rect(&w, xc[c2], yc[c2], &b))
+					continue;
+				double acc = dsk_pair_sum(s1, &a, spots + c2 * ss, &b, sx, ivar, nx);
+				icov[(size_t)j1 * n + j2] = acc;
+				icov[(size_t)j2 * n + j1] = acc;
+			}
 		}
 	}
 
