@@ -334,6 +334,13 @@ static void test_fast_vs_eigh(void **state)
 	/* Non-core blocks are left zero. */
 	for (int i = 0; i < p->nwave; i++)
 		assert_true(a.rfull[(size_t)i * n + i] == 0.0);
+	/* Without rfull, R's kept parts come from W without forming Q
+	 * (block_finish()): the same values to rounding. */
+	assert_int_equal(desi_decorrelate_cpu(p, r->icov, r->x, b.flux, b.ivar, b.rdiags, NULL,
+					      b.work), 0);
+	check("flux without Q vs with", b.flux, a.flux, nc, 1e-12);
+	check("ivar without Q vs with", b.ivar, a.ivar, nc, 1e-12);
+	check("rdiags without Q vs with", b.rdiags, a.rdiags, nc * nd, 1e-12);
 	outs_free(&a);
 	outs_free(&b);
 }

@@ -300,46 +300,54 @@ static int block_finish(const desi_patch_t *p, int f, double *cbb, const double 
 	if (rfull == NULL) {
 		/* What is kept of R needs Q's row sums s = W (W' 1), Q x_b =
 		 * W (W' x_b) and the 2 ndiag + 1 diagonals at the core columns:
-		 * ~60 k multiply-adds instead of Q's 400 k.  wt: W's rows. */
-		double *wt = work, *t = wt + mm, *u = t + m, *s = u + m, *qx = s + m;
+		 * ~60 k multiply-adds instead of Q's 400 k, every loop along W's
+		 * columns (contiguous): W[i][k] = cbb[k m + i]. */
+		const int w0 = p->core_w0, cnw = p->core_nw, nd0 = p->ndiag;
+		double *t = work, *u = t + m, *s = u + m, *qx = s + m, *dg = qx + m; /* dg [nd][cnw] */
 		for (int k = 0; k < m; k++) {
 			const double *wk = cbb + (size_t)k * m;
 			double tk = 0.0, uk = 0.0;
 			for (int i = 0; i < m; i++) {
-				wt[(size_t)i * m + k] = wk[i];
 				tk += wk[i];
 				uk += wk[i] * xb[i];
 			}
 			t[k] = tk;
 			u[k] = uk;
 		}
-		for (int i = 0; i < m; i++) {
-			const double *wi = wt + (size_t)i * m;
-			double si = 0.0, qi = 0.0;
-			for (int k = 0; k < m; k++) {
-				si += wi[k] * t[k];
-				qi += wi[k] * u[k];
+		for (int i = 0; i < m; i++)
+			s[i] = qx[i] = 0.0;
+		for (size_t e = 0; e < (size_t)nd * cnw; e++)
+			dg[e] = 0.0;
+		for (int k = 0; k < m; k++) {
+			const double *wk = cbb + (size_t)k * m, tk = t[k], uk = u[k];
+			for (int i = 0; i < m; i++) {
+				s[i] += wk[i] * tk;
+				qx[i] += wk[i] * uk;
 			}
-			s[i] = si;
-			qx[i] = qi;
+			/* Q[row][col] += W[row][k] W[col][k], row = col - ndiag + d */
+			for (int d = 0; d < nd; d++) {
+				double *dd = dg + (size_t)d * cnw;
+				const int off = d - nd0;
+				int j0 = 0, j1 = cnw;
+				while (j0 < j1 && w0 + j0 + off < 0)
+					j0++;
+				while (j1 > j0 && w0 + j1 - 1 + off >= m)
+					j1--;
+				for (int j = j0; j < j1; j++)
+					dd[j] += wk[w0 + j + off] * wk[w0 + j];
+			}
 		}
-		for (int i = 0; i < p->core_nw; i++) {
-			const int wi = p->core_w0 + i;
-			flux[(size_t)fc * p->core_nw + i] = qx[wi] * (1.0 / s[wi]);
-			ivar[(size_t)fc * p->core_nw + i] = s[wi] * s[wi];
+		for (int i = 0; i < cnw; i++) {
+			const int wi = w0 + i;
+			flux[(size_t)fc * cnw + i] = qx[wi] * (1.0 / s[wi]);
+			ivar[(size_t)fc * cnw + i] = s[wi] * s[wi];
 		}
-		/* Rdiags[fc][k][j] = R[j + w0 - ndiag + k][j + w0] (zero outside) */
-		for (int k = 0; k < nd; k++)
-			for (int j = 0; j < p->core_nw; j++) {
-				const int col = j + p->core_w0, row = col - p->ndiag + k;
-				double r = 0.0;
-				if (row >= 0 && row < m) {
-					const double *a = wt + (size_t)row * m, *b = wt + (size_t)col * m;
-					for (int c = 0; c < m; c++)
-						r += a[c] * b[c];
-					r *= 1.0 / s[row];
-				}
-				rdiags[((size_t)fc * nd + k) * p->core_nw + j] = r;
+		/* Rdiags[fc][d][j] = R[j + w0 - ndiag + d][j + w0] (zero outside) */
+		for (int d = 0; d < nd; d++)
+			for (int j = 0; j < cnw; j++) {
+				const int row = j + w0 - nd0 + d;
+				rdiags[((size_t)fc * nd + d) * cnw + j] =
+					row >= 0 && row < m ? dg[(size_t)d * cnw + j] * (1.0 / s[row]) : 0.0;
 			}
 		return 0;
 	}
