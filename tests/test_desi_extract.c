@@ -450,6 +450,31 @@ static void dense_normal(const desi_patch_t *pp, const double *A, const double *
 	}
 }
 
+/* The kernel's A'NA, A'Np and A'N1 of patch p into o, checked against the
+ * dense sums (1e-12 relative); returns the dense A (the caller frees it). */
+static double *normal_vs_dense(const char *what, const desi_patch_t *p, const double *spots,
+			       const int32_t *xc, const int32_t *yc, const double *pix,
+			       const double *ivar, outs_t *o)
+{
+	const int n = desi_patch_n(p);
+	char label[64];
+	double *A = dense_A(p, spots, xc, yc);
+	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
+	double *fw = calloc(n, sizeof *fw);
+	dense_normal(p, A, pix, ivar, ic, yy, fw);
+	desi_extract_normal_cpu(p, spots, xc, yc, pix, ivar, o->icov, o->y, o->fw);
+	snprintf(label, sizeof label, "%s A'NA vs dense", what);
+	check(label, o->icov, ic, (size_t)n * n, 1e-12);
+	snprintf(label, sizeof label, "%s A'Np vs dense", what);
+	check(label, o->y, yy, n, 1e-12);
+	snprintf(label, sizeof label, "%s A'N1 vs dense", what);
+	check(label, o->fw, fw, n, 1e-12);
+	free(ic);
+	free(yy);
+	free(fw);
+	return A;
+}
+
 /* A'NA where the spots' rows are not sorted along a fibre (two of
  * fibre 1's wavelengths swapped): the kernel's pair search falls back to
  * scanning every later column (extract_cpu.c, rows_sorted()), and still
@@ -461,21 +486,14 @@ static void test_normal_unsorted_rows(void **state)
 	double *spots, *pix, *ivar;
 	int32_t *xc, *yc;
 	synth(&p, &spots, &xc, &yc, &pix, &ivar, 0.1);
-	const int n = desi_patch_n(&p);
 	int32_t t = yc[p.nwave + 3];
 	yc[p.nwave + 3] = yc[p.nwave + 12];
 	yc[p.nwave + 12] = t;
-	double *A = dense_A(&p, spots, xc, yc);
-	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
-	double *fw = calloc(n, sizeof *fw);
-	dense_normal(&p, A, pix, ivar, ic, yy, fw);
 	outs_t o;
 	outs_alloc(&p, &o);
-	desi_extract_normal_cpu(&p, spots, xc, yc, pix, ivar, o.icov, o.y, o.fw);
-	check("unsorted rows: A'NA vs dense", o.icov, ic, (size_t)n * n, 1e-12);
-	check("unsorted rows: A'Np vs dense", o.y, yy, n, 1e-12);
+	double *A = normal_vs_dense("unsorted rows:", &p, spots, xc, yc, pix, ivar, &o);
 	outs_free(&o);
-	void *f[] = { spots, pix, ivar, xc, yc, A, ic, yy, fw };
+	void *f[] = { spots, pix, ivar, xc, yc, A };
 	for (size_t k = 0; k < sizeof f / sizeof *f; k++)
 		free(f[k]);
 }
@@ -491,16 +509,9 @@ static void test_synthetic_normal(void **state)
 	synth(&p, &spots, &xc, &yc, &pix, &ivar, 0.1);
 	const int n = desi_patch_n(&p), npix = p.ny * p.nx;
 	const size_t nc = (size_t)p.core_nf * p.core_nw;
-	double *A = dense_A(&p, spots, xc, yc);
-	double *ic = calloc((size_t)n * n, sizeof *ic), *yy = calloc(n, sizeof *yy);
-	double *fw = calloc(n, sizeof *fw);
-	dense_normal(&p, A, pix, ivar, ic, yy, fw);
 	outs_t o;
 	outs_alloc(&p, &o);
-	desi_extract_normal_cpu(&p, spots, xc, yc, pix, ivar, o.icov, o.y, o.fw);
-	check("synthetic A'NA vs dense", o.icov, ic, (size_t)n * n, 1e-12);
-	check("synthetic A'Np vs dense", o.y, yy, n, 1e-12);
-	check("synthetic A'N1 vs dense", o.fw, fw, n, 1e-12);
+	double *A = normal_vs_dense("synthetic", &p, spots, xc, yc, pix, ivar, &o);
 
 	/* Steps 3-8 on the synthetic patch: solve residual, fast = eigh,
 	 * chi2pix and pixmask_fraction against dense formulas. */
@@ -557,9 +568,6 @@ static void test_synthetic_normal(void **state)
 	outs_free(&e);
 	outs_free(&o);
 	free(A);
-	free(ic);
-	free(yy);
-	free(fw);
 	free(spots);
 	free(xc);
 	free(yc);
