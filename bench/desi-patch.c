@@ -58,12 +58,11 @@ static void *read_hdu(fitsfile *f, const char *name, size_t n, int type, int *st
 
 /* (pair, shared pixel) terms of A'NA, and the fibre-major half-bandwidth. */
 static void count_terms(const desi_patch_t *p, const int32_t *xc, const int32_t *yc,
-			double *terms, int *kd, int *kdw)
+			double *terms, int *kd)
 {
 	const int n = desi_patch_n(p);
 	*terms = 0;
 	*kd = 0;
-	*kdw = 0;
 	for (int a = 0; a < n; a++)
 		for (int b = a; b < n; b++) {
 			int r0 = yc[a] > yc[b] ? yc[a] : yc[b], c0 = xc[a] > xc[b] ? xc[a] : xc[b];
@@ -75,12 +74,8 @@ static void count_terms(const desi_patch_t *p, const int32_t *xc, const int32_t 
 			c1 = c1 < p->xmin + p->nx ? c1 : p->xmin + p->nx;
 			if (r0 < r1 && c0 < c1) {
 				*terms += (double)(r1 - r0) * (c1 - c0);
-				int wa = (a % p->nwave) * p->nfib + a / p->nwave;
-				int wb = (b % p->nwave) * p->nfib + b / p->nwave;
 				if (b - a > *kd)
 					*kd = b - a;
-				if (abs(wb - wa) > *kdw)
-					*kdw = abs(wb - wa);
 			}
 		}
 }
@@ -155,8 +150,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 6; i++)
 		t[i] *= 1e3 / reps; /* ms */
 	double terms;
-	int kd, kdw;
-	count_terms(&p, xc, yc, &terms, &kd, &kdw);
+	int kd;
+	count_terms(&p, xc, yc, &terms, &kd);
 	if (kd < m - 1)
 		kd = m - 1;
 	const double fl_norm = 3 * terms, fl_chol = (double)n * kd * kd;
