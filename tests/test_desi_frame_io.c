@@ -723,6 +723,87 @@ static void test_scores(void **state)
 	no_temp_left(out);
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The slow, obvious median: sort, take the middle (or the middle two). */
+static double sorted_median(double *v, size_t n)
+{
+	qsort(v, n, sizeof *v, cmp_dbl);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* SCORES' medians (a selection, not a sort) against sorting, to the bit:
+ * odd and even lengths from 1 to 2001, values with many ties, sorted,
+ * reversed and constant rows; a NaN gives NaN, as numpy.median. */
+static void test_scores_median(void **state)
+{
+	(void)state;
+	static const int lens[] = { 1, 2, 3, 4, 5, 10, 11, 64, 999, 1000, 2001 };
+	enum { NS = 6 };
+	unsigned seed = 12345;
+	for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+		const int nw = lens[li] + 1; /* + a bin past the top hat's end */
+		double *wave = malloc((size_t)nw * sizeof *wave), *v = malloc((size_t)nw * sizeof *v);
+		float *flux = malloc((size_t)NS * nw * sizeof *flux);
+		float *ivar = malloc((size_t)NS * nw * sizeof *ivar), sum[NS];
+		double count[NS], snr[NS];
+		char band = 0;
+		assert_non_null(wave);
+		assert_non_null(v);
+		assert_non_null(flux);
+		assert_non_null(ivar);
+		/* the R top hat [5800, 7600): the last bin is past it unless nw is 2 */
+		const double step = nw > 2 ? 1700.0 / (nw - 2) : 1.0;
+		for (int w = 0; w < nw; w++)
+			wave[w] = 5850.0 + step * w;
+		if (nw > 2)
+			wave[nw - 1] = 7650.0;
+		for (int s = 0; s < NS; s++)
+			for (int w = 0; w < nw; w++) {
+				seed = seed * 1103515245u + 12345u;
+				int r = (int)((seed >> 16) % 17) - 5; /* ties */
+				float f = s == 0 ? (float)w : s == 1 ? (float)(nw - w) : s == 2 ? 3.0f :
+					  (float)r * 0.25f;
+				flux[(size_t)s * nw + w] = f;
+				ivar[(size_t)s * nw + w] = (float)((seed >> 8) % 5);
+			}
+		desi_frame_t fr = { .nspec = NS, .nwave = nw, .ndiag = 0, .wave = wave,
+				    .flux = flux, .ivar = ivar };
+		assert_int_equal(desi_frame_scores(&fr, &band, sum, count, snr), 0);
+		assert_int_equal(band, 'R');
+		int nin = 0;
+		for (int w = 0; w < nw; w++)
+			nin += wave[w] >= 5800.0 && wave[w] < 7600.0;
+		for (int s = 0; s < NS; s++) {
+			int k = 0;
+			for (int w = 0; w < nw; w++) {
+				if (!(wave[w] >= 5800.0 && wave[w] < 7600.0))
+					continue;
+				const double dw = w == 0 ? wave[1] - wave[0] :
+						  w == nw - 1 ? wave[w] - wave[w - 1] :
+						  (wave[w + 1] - wave[w - 1]) / 2;
+				v[k++] = flux[(size_t)s * nw + w] / dw;
+			}
+			assert_int_equal(k, nin);
+			double ref = sorted_median(v, (size_t)k);
+			assert_memory_equal(&count[s], &ref, sizeof ref);
+		}
+		/* a NaN anywhere in the band: NaN */
+		flux[(size_t)(NS - 1) * nw + nin / 2] = NAN;
+		assert_int_equal(desi_frame_scores(&fr, &band, sum, count, snr), 0);
+		assert_true(isnan(count[NS - 1]));
+		assert_false(isnan(count[NS - 2]));
+		free(wave);
+		free(v);
+		free(flux);
+		free(ivar);
+	}
+}
+
 static const char astropy_check[] =
 	"import sys, warnings\n"
 	"try:\n"
@@ -987,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_write_fails),
 		cmocka_unit_test(test_separate_fibermap),
 		cmocka_unit_test(test_scores),
+		cmocka_unit_test(test_scores_median),
 		cmocka_unit_test(test_astropy),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_deterministic_verified),
