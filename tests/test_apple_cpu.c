@@ -710,6 +710,120 @@ static void test_response_direct(void **state)
  * the same bits; pairs of references share one complex row pass, within
  * 1e-13 of the largest response (double rounding of a 676-point transform,
  * ~1e-15, with room). */
+/* The preprocessing's SIMD loops (low-pass row, window sums, their
+ * column pass) of every variant against the obvious scalar loops, to the
+ * bit: widths that leave 0 to 3 columns past the last vector, a kernel
+ * with holes, a negative variance clamped to 0 (constant rows), a NaN
+ * kept in its own lane.  The preprocessing and moments of whole images
+ * are also checked against the reference data above. */
+static void test_prep_variants(void **state)
+{
+	enum { NY = 40, NX = 45, Q = 6 };
+	float *res = xmalloc(sizeof(float) * NY * NX);
+	double *im = xmalloc(sizeof(double) * NY * NX), *ir = xmalloc(sizeof(double) * NY * NX);
+	float *o32 = xmalloc(sizeof(float) * NY * NX), *o32r = xmalloc(sizeof(float) * NY * NX);
+	double *row = xmalloc(sizeof(double) * NX), *a = xmalloc(sizeof(double) * NY * NX);
+	double *b = xmalloc(sizeof(double) * NY * NX), *ar = xmalloc(sizeof(double) * NX);
+	double *br = xmalloc(sizeof(double) * NX), *m = xmalloc(sizeof(double) * NX);
+	double *sd = xmalloc(sizeof(double) * NX), *mr = xmalloc(sizeof(double) * NX);
+	double *sdr = xmalloc(sizeof(double) * NX);
+	int ku[25], kv[25], nk = 0, ran = 0;
+	double kval[25];
+	(void)state;
+
+	for (int u = -2; u <= 2; u++) /* a 5 x 5 kernel without its corners */
+		for (int w = -2; w <= 2; w++)
+			if (u * u + w * w < 8) {
+				ku[nk] = u;
+				kv[nk] = w;
+				kval[nk++] = urand() - 0.3;
+			}
+	for (int k = 0; k < NY * NX; k++)
+		res[k] = (float)(100 * urand() - 20);
+	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+		const apple_score_simd_t *v = apple_score_simd(isa);
+		if (v == NULL)
+			continue;
+		ran++;
+		for (int j1 = NX - 6; j1 >= NX - 9; j1--) { /* 0 .. 3 past the vectors */
+			for (int i = 2; i < NY - 2; i++) {
+				for (int j = 2; j < j1; j++) {
+					double acc = 0.0;
+					for (int t = 0; t < nk; t++)
+						acc += kval[t] * res[(i + ku[t]) * NX + j + kv[t]];
+					ir[i * NX + j] = acc;
+					o32r[i * NX + j] = (float)acc;
+				}
+				v->lowpass_row(res, NX, i, 2, j1, nk, ku, kv, kval, im, o32);
+				assert_memory_equal(im + i * NX + 2, ir + i * NX + 2,
+						    sizeof(double) * (size_t)(j1 - 2));
+				assert_memory_equal(o32 + i * NX + 2, o32r + i * NX + 2,
+						    sizeof(float) * (size_t)(j1 - 2));
+			}
+		}
+		for (int nw = NX - Q + 1; nw >= NX - Q - 2; nw--) {
+			for (int r = 0; r < NY; r++) {
+				for (int x = 0; x < NX; x++)
+					row[x] = r == 3 ? 7.25 : r == 5 && x == 9 ? NAN : 50 * urand() - 10;
+				v->window_sums(row, nw, Q, a + (size_t)r * nw, b + (size_t)r * nw);
+				for (int c = 0; c < nw; c++) {
+					double sa = 0.0, sb = 0.0;
+					for (int k = 0; k < Q; k++) {
+						sa += row[c + k];
+						sb += row[c + k] * row[c + k];
+					}
+					ar[c] = sa;
+					br[c] = sb;
+				}
+				assert_memory_equal(a + (size_t)r * nw, ar, sizeof(double) * (size_t)nw);
+				assert_memory_equal(b + (size_t)r * nw, br, sizeof(double) * (size_t)nw);
+			}
+			/* rows 3 .. 3+Q-1 of a window holding the constant row alone are
+			 * not constant; make a block of constant rows for the clamp */
+			for (int r = 20; r < 20 + Q; r++)
+				for (int c = 0; c < nw; c++) {
+					a[(size_t)r * nw + c] = 6 * 7.25;
+					b[(size_t)r * nw + c] = 6 * 7.25 * 7.25 + (c % 3 == 0 ? -1e-12 : 0.0);
+				}
+			const double inv = 1.0 / (Q * Q);
+			for (int r = 0; r + Q <= NY; r++) {
+				v->window_cols(a, b, nw, r, Q, inv, m, sd);
+				for (int c = 0; c < nw; c++) {
+					double sa = 0.0, sb = 0.0;
+					for (int k = 0; k < Q; k++) {
+						sa += a[(size_t)(r + k) * nw + c];
+						sb += b[(size_t)(r + k) * nw + c];
+					}
+					double mu = sa * inv, var = sb * inv - mu * mu;
+					mr[c] = mu;
+					sdr[c] = sqrt(var > 0.0 ? var : 0.0);
+				}
+				for (int c = 0; c < nw; c++) { /* NaN == NaN by bits */
+					assert_memory_equal(&m[c], &mr[c], sizeof(double));
+					assert_memory_equal(&sd[c], &sdr[c], sizeof(double));
+				}
+				if (r == 20)
+					assert_true(sd[0] == 0.0); /* clamped */
+			}
+		}
+	}
+	assert_true(ran > 0);
+	free(res);
+	free(im);
+	free(ir);
+	free(o32);
+	free(o32r);
+	free(row);
+	free(a);
+	free(b);
+	free(ar);
+	free(br);
+	free(m);
+	free(sd);
+	free(mr);
+	free(sdr);
+}
+
 static void test_score_variants(void **state)
 {
 	enum { NS = 364, NMAX = 700 };
@@ -1208,6 +1322,7 @@ int main(void)
 		cmocka_unit_test(test_moments_direct),
 		cmocka_unit_test(test_response_direct),
 		cmocka_unit_test(test_score_variants),
+		cmocka_unit_test(test_prep_variants),
 		cmocka_unit_test(test_erosion_definition),
 		cmocka_unit_test(test_label_floodfill),
 	};

@@ -157,14 +157,26 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
  * a[0..n), n >= 1, and max2_of(a, n, m) sets m[0], m[1] to the maxima of
  * the real and the imaginary parts of n >= 1 interleaved complex values,
  * and pack_row(y1, y2, z, q) writes two half rows of q/2 + 1 complex values
- * as one full row of q, z = y1 + i y2 (Hermitian extension).  NULL where the variant cannot run here.  Every variant
- * computes the same bits. */
+ * as one full row of q, z = y1 + i y2 (Hermitian extension);
+ * lowpass_row() is apple_preprocess()'s low-pass correlation on row i,
+ * columns [j0, j1) (taps (ku[t], kv[t]) of weight kval[t], t < nk, all
+ * inside res [.][n_x]) into im and, unless NULL, out32; window_sums(row,
+ * nw, q, a, b) are apple_moments()'s row sums of q values and of their
+ * squares for windows c < nw, and window_cols(a, b, nw, r, q, inv, mean,
+ * std) its column pass for output row r.  NULL where the variant cannot run here.
+ * Every variant computes the same bits. */
 typedef struct apple_score_simd {
 	void (*product)(const double *R1, const double *R2, const double *W, double *P1,
 			double *P2, size_t ns);
 	double (*max_of)(const double *a, size_t n);
 	void (*max2_of)(const double *a, size_t n, double m[2]);
 	void (*pack_row)(const double *y1, const double *y2, double *z, int q);
+	void (*lowpass_row)(const float *res, int n_x, int i, int j0, int j1, int nk,
+			    const int *ku, const int *kv, const double *kval, double *im,
+			    float *out32);
+	void (*window_sums)(const double *row, int nw, int q, double *a, double *b);
+	void (*window_cols)(const double *a, const double *b, int nw, int r, int q, double inv,
+			    double *mean, double *std);
 } apple_score_simd_t;
 const apple_score_simd_t *apple_score_simd(int isa);
 

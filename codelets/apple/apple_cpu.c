@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <fftw3.h>
 #include <libsvm/svm.h>
 
@@ -40,6 +44,38 @@
  * The packed responses differ from a c2r's by rounding (~1e-16 relative,
  * test_score_variants); an odd last reference goes alone through the c2r.
  */
+
+/* The per-pixel and per-pair loops (the low-pass correlation, the
+ * window sums, the score's conjugate product and maxima),
+ * compiled for the build's target and for AVX2, chosen at run time
+ * (src/base/cpuisa.h); the variants compute the same bits. */
+#define AS_W SP_BASELINE_W
+#define AS_FN(name) name##_base
+#include "apple_score_simd.h"
+#if SP_HAVE_AVX2_VARIANT
+SP_AVX2_BEGIN
+#define AS_W 4
+#define AS_FN(name) name##_avx2
+#include "apple_score_simd.h"
+SP_AVX2_END
+#endif
+
+static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base, lowpass_row_base,
+			      window_sums_base, window_cols_base },
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2, lowpass_row_avx2,
+			  window_sums_avx2, window_cols_avx2 },
+#endif
+};
+
+const apple_score_simd_t *apple_score_simd(int isa)
+{
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) ||
+	    score_simd[isa].product == NULL)
+		return NULL;
+	return &score_simd[isa];
+}
 
 /* ---- parameters -------------------------------------------------------- */
 
@@ -261,12 +297,15 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 				kv[nk] = v - 7;
 				kval[nk++] = kern[u * 15 + v];
 			}
+	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
 	for (int i = 0; i < n_y; i++)
 		for (int j = 0; j < n_x; j++) {
 			double acc = 0.0;
 			if (i >= 7 && i < n_y - 7 && j >= 7 && j < n_x - 7) {
-				for (int t = 0; t < nk; t++)
-					acc += kval[t] * res[(size_t)(i + ku[t]) * n_x + j + kv[t]];
+				/* the row's interior at once, in SIMD lanes */
+				v->lowpass_row(res, n_x, i, j, n_x - 7, nk, ku, kv, kval, im, out32);
+				j = n_x - 8;
+				continue;
 			} else {
 				for (int t = 0; t < nk; t++) {
 					int y = i + ku[t], x = j + kv[t];
@@ -289,38 +328,11 @@ void apple_moments(const double *im, int ny, int nx, int q, double *mean, double
 	double *rs = work, *rs2 = work + (size_t)ny * nw; /* [ny][nw] row sums of x, x^2 */
 	const double inv = 1.0 / ((double)q * q);
 
-	for (int i = 0; i < ny; i++) {
-		const double *row = im + (size_t)i * nx;
-		for (int c = 0; c < nw; c++) {
-			double a = 0.0, b = 0.0;
-			for (int k = 0; k < q; k++) {
-				double v = row[c + k];
-				a += v;
-				b += v * v;
-			}
-			rs[(size_t)i * nw + c] = a;
-			rs2[(size_t)i * nw + c] = b;
-		}
-	}
-	for (int r = 0; r < nwy; r++) {
-		double *m = mean + (size_t)r * nw, *sd = std + (size_t)r * nw;
-		for (int c = 0; c < nw; c++) {
-			m[c] = 0.0;
-			sd[c] = 0.0;
-		}
-		for (int k = 0; k < q; k++) {
-			const double *a = rs + (size_t)(r + k) * nw, *b = rs2 + (size_t)(r + k) * nw;
-			for (int c = 0; c < nw; c++) {
-				m[c] += a[c];
-				sd[c] += b[c];
-			}
-		}
-		for (int c = 0; c < nw; c++) {
-			double mu = m[c] * inv, var = sd[c] * inv - mu * mu;
-			m[c] = mu;
-			sd[c] = sqrt(var > 0.0 ? var : 0.0);
-		}
-	}
+	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	for (int i = 0; i < ny; i++)
+		v->window_sums(im + (size_t)i * nx, nw, q, rs + (size_t)i * nw, rs2 + (size_t)i * nw);
+	for (int r = 0; r < nwy; r++)
+		v->window_cols(rs, rs2, nw, r, q, inv, mean + (size_t)r * nw, std + (size_t)r * nw);
 }
 
 /* ---- step 3: query score ----------------------------------------------- */
@@ -471,35 +483,6 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 	fftw_free(f->wspec);
 	free(f);
 	*fp = NULL;
-}
-
-/* The score's per-pair loops (the conjugate product and the maximum),
- * compiled for the build's target and for AVX2, chosen at run time
- * (src/base/cpuisa.h); the variants compute the same bits. */
-#define AS_W SP_BASELINE_W
-#define AS_FN(name) name##_base
-#include "apple_score_simd.h"
-#if SP_HAVE_AVX2_VARIANT
-SP_AVX2_BEGIN
-#define AS_W 4
-#define AS_FN(name) name##_avx2
-#include "apple_score_simd.h"
-SP_AVX2_END
-#endif
-
-static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
-	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base },
-#if SP_HAVE_AVX2_VARIANT
-	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2 },
-#endif
-};
-
-const apple_score_simd_t *apple_score_simd(int isa)
-{
-	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) ||
-	    score_simd[isa].product == NULL)
-		return NULL;
-	return &score_simd[isa];
 }
 
 static void window_fft(apple_score_fft_t *f, const double *im, int nx, int r, int c)

@@ -1,4 +1,4 @@
-/* The score's per-pair loops in one SIMD variant, included by apple_cpu.c once per variant. */
+/* APPLE's per-pixel and per-pair loops in one SIMD variant, included by apple_cpu.c once per variant. */
 /* No include guard: included once per variant of src/base/cpuisa.h, after
  * defining AS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
  * AS_FN(name) (the variant's names); it defines the variant's vector types
@@ -8,6 +8,20 @@ typedef double AS_FN(vd) __attribute__((vector_size(8 * AS_W)));
 typedef int64_t AS_FN(vl) __attribute__((vector_size(8 * AS_W)));
 #define AS_VD AS_FN(vd)
 #define AS_VL AS_FN(vl)
+
+static inline AS_VD AS_FN(vsqrt)(AS_VD a)
+{
+#if defined(__x86_64__) && AS_W == 4
+	return (AS_VD)_mm256_sqrt_pd((__m256d)a);
+#elif defined(__x86_64__) && AS_W == 2
+	return (AS_VD)_mm_sqrt_pd((__m128d)a);
+#else
+	AS_VD r;
+	for (int l = 0; l < AS_W; l++)
+		r[l] = sqrt(a[l]);
+	return r;
+#endif
+}
 
 /* P1 = R1 conj(W) and P2 = R2 conj(W) over ns interleaved complex values
  * (R2 == NULL: P1 only), in lanes: with R = (a, b) and W = (c, d) per
@@ -169,6 +183,106 @@ static void AS_FN(pack_row)(const double *y1, const double *y2, double *z, int q
 		z[2 * k + 1] = b + c;
 		z[2 * (q - k)] = d + a;
 		z[2 * (q - k) + 1] = c - b;
+	}
+}
+
+/* The preprocessing's low-pass correlation at row i of the image, for
+ * columns [j0, j1) whose taps all lie inside it: im[i][j] = sum over t of
+ * kval[t] res[i + ku[t]][j + kv[t]] (res float, the sum in double, t in
+ * order).  AS_W neighbouring columns are AS_W lanes, each with the same
+ * adds in the same order as the scalar loop; the columns past the last
+ * whole vector are summed one by one. */
+static void AS_FN(lowpass_row)(const float *res, int n_x, int i, int j0, int j1, int nk,
+			       const int *ku, const int *kv, const double *kval, double *im,
+			       float *out32)
+{
+	typedef float vf __attribute__((vector_size(4 * AS_W)));
+	int j = j0;
+	for (; j + AS_W <= j1; j += AS_W) {
+		AS_VD acc = { 0 };
+		for (int t = 0; t < nk; t++) {
+			vf r;
+			memcpy(&r, res + (size_t)(i + ku[t]) * n_x + j + kv[t], sizeof r);
+			acc += kval[t] * __builtin_convertvector(r, AS_VD);
+		}
+		memcpy(im + (size_t)i * n_x + j, &acc, sizeof acc);
+		if (out32 != NULL) {
+			vf o = __builtin_convertvector(acc, vf);
+			memcpy(out32 + (size_t)i * n_x + j, &o, sizeof o);
+		}
+	}
+	for (; j < j1; j++) {
+		double acc = 0.0;
+		for (int t = 0; t < nk; t++)
+			acc += kval[t] * res[(size_t)(i + ku[t]) * n_x + j + kv[t]];
+		im[(size_t)i * n_x + j] = acc;
+		if (out32 != NULL)
+			out32[(size_t)i * n_x + j] = (float)acc;
+	}
+}
+
+/* The moments' row sums: a[c] = sum of row[c + k], b[c] = sum of
+ * row[c + k]^2, k = 0 .. q-1 in order, for c in [0, nw); AS_W windows are
+ * AS_W lanes (the scalar loop's sums, to the bit). */
+static void AS_FN(window_sums)(const double *row, int nw, int q, double *a, double *b)
+{
+	int c = 0;
+	for (; c + AS_W <= nw; c += AS_W) {
+		AS_VD sa = { 0 }, sb = { 0 };
+		for (int k = 0; k < q; k++) {
+			AS_VD v;
+			memcpy(&v, row + c + k, sizeof v);
+			sa += v;
+			sb += v * v;
+		}
+		memcpy(a + c, &sa, sizeof sa);
+		memcpy(b + c, &sb, sizeof sb);
+	}
+	for (; c < nw; c++) {
+		double sa = 0.0, sb = 0.0;
+		for (int k = 0; k < q; k++) {
+			double v = row[c + k];
+			sa += v;
+			sb += v * v;
+		}
+		a[c] = sa;
+		b[c] = sb;
+	}
+}
+
+/* The moments' column pass for output row r: over the row sums a, b
+ * ([.][nw], rows r .. r+q-1 in order) the window sums, then mean = sum_a
+ * inv and std = sqrt(max(0, sum_b inv - mean^2)), for c in [0, nw); AS_W
+ * windows are AS_W lanes, the sums kept in registers (the scalar loop's
+ * bits). */
+static void AS_FN(window_cols)(const double *a, const double *b, int nw, int r, int q,
+			       double inv, double *mean, double *std)
+{
+	int c = 0;
+	const AS_VD zero = { 0 };
+	for (; c + AS_W <= nw; c += AS_W) {
+		AS_VD sa = zero, sb = zero;
+		for (int k = 0; k < q; k++) {
+			AS_VD va, vb;
+			memcpy(&va, a + (size_t)(r + k) * nw + c, sizeof va);
+			memcpy(&vb, b + (size_t)(r + k) * nw + c, sizeof vb);
+			sa += va;
+			sb += vb;
+		}
+		const AS_VD mu = sa * inv, var = sb * inv - mu * mu;
+		const AS_VD sd = AS_FN(vsqrt)((AS_VD)((AS_VL)var & (AS_VL)(var > zero)));
+		memcpy(mean + c, &mu, sizeof mu);
+		memcpy(std + c, &sd, sizeof sd);
+	}
+	for (; c < nw; c++) {
+		double sa = 0.0, sb = 0.0;
+		for (int k = 0; k < q; k++) {
+			sa += a[(size_t)(r + k) * nw + c];
+			sb += b[(size_t)(r + k) * nw + c];
+		}
+		const double mu = sa * inv, var = sb * inv - mu * mu;
+		mean[c] = mu;
+		std[c] = sqrt(var > 0.0 ? var : 0.0);
 	}
 }
 
