@@ -719,7 +719,7 @@ static void test_response_direct(void **state)
 static void test_prep_variants(void **state)
 {
 	enum { NY = 40, NX = 45, Q = 6 };
-	float *res = xmalloc(sizeof(float) * NY * NX);
+	double *res = xmalloc(sizeof(double) * NY * NX);
 	double *im = xmalloc(sizeof(double) * NY * NX), *ir = xmalloc(sizeof(double) * NY * NX);
 	float *o32 = xmalloc(sizeof(float) * NY * NX), *o32r = xmalloc(sizeof(float) * NY * NX);
 	double *row = xmalloc(sizeof(double) * NX), *a = xmalloc(sizeof(double) * NY * NX);
@@ -739,7 +739,7 @@ static void test_prep_variants(void **state)
 				kval[nk++] = urand() - 0.3;
 			}
 	for (int k = 0; k < NY * NX; k++)
-		res[k] = (float)(100 * urand() - 20);
+		res[k] = (float)(100 * urand() - 20); /* float32 values */
 	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
 		const apple_score_simd_t *v = apple_score_simd(isa);
 		if (v == NULL)

@@ -171,7 +171,7 @@ typedef struct apple_score_simd {
 	double (*max_of)(const double *a, size_t n);
 	void (*max2_of)(const double *a, size_t n, double m[2]);
 	void (*pack_row)(const double *y1, const double *y2, double *z, int q);
-	void (*lowpass_row)(const float *res, int n_x, int i, int j0, int j1, int nk,
+	void (*lowpass_row)(const double *res, int n_x, int i, int j0, int j1, int nk,
 			    const int *ku, const int *kv, const double *kval, double *im,
 			    float *out32);
 	void (*window_sums)(const double *row, int nw, int q, double *a, double *b);

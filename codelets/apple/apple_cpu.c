@@ -197,10 +197,11 @@ size_t apple_preprocess_work_size(const apple_params_t *p, const apple_sizes_t *
 {
 	(void)p;
 	size_t sy = (size_t)s->sidey, ny = (size_t)s->ny, nx = (size_t)s->nx;
-	/* float tmp [sidey][nx] + float out [ny][nx], as doubles, + the two
-	 * axes' coefficients and bounds */
-	return (sy * nx + ny * nx) / 2 + 2 + (size_t)apk_resample_ksize(s->sidex, s->nx) * nx + nx +
-	       (size_t)apk_resample_ksize(s->sidey, s->ny) * ny + ny + 4;
+	/* float tmp [sidey][nx] (as doubles) + the resized image [ny][nx]
+	 * (float values, held as doubles for the low-pass's vector loads) +
+	 * the two axes' coefficients and bounds */
+	return (sy * nx + 1) / 2 + ny * nx + 2 + (size_t)apk_resample_ksize(s->sidex, s->nx) * nx +
+	       nx + (size_t)apk_resample_ksize(s->sidey, s->ny) * ny + ny + 4;
 }
 
 /* NumPy's pairwise summation (pairwise_sum in loops_utils.h), unit stride. */
@@ -250,8 +251,9 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 {
 	const int sidey = s->sidey, sidex = s->sidex, n_y = s->ny, n_x = s->nx;
 	float *tmp = (float *)work;                       /* [sidey][n_x] */
-	float *res = tmp + (size_t)sidey * n_x;           /* [n_y][n_x] */
-	double *kkx = work + ((size_t)sidey * n_x + (size_t)n_y * n_x) / 2 + 1;
+	/* [n_y][n_x]: float32 values (Pillow's), held as doubles */
+	double *res = work + ((size_t)sidey * n_x + 1) / 2;
+	double *kkx = res + (size_t)n_y * n_x + 1;
 	int32_t *bx = (int32_t *)(kkx + (size_t)apk_resample_ksize(sidex, n_x) * n_x);
 	double *kky = kkx + (size_t)apk_resample_ksize(sidex, n_x) * n_x + n_x + 2;
 	int32_t *by = (int32_t *)(kky + (size_t)apk_resample_ksize(sidey, n_y) * n_y);
@@ -281,7 +283,7 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 			double ss = 0.0;
 			for (int y = 0; y < ymax; y++)
 				ss += tmp[(size_t)(y + ymin) * n_x + xx] * k[y];
-			res[(size_t)yy * n_x + xx] = (float)ss;
+			res[(size_t)yy * n_x + xx] = (float)ss; /* rounded to float32 */
 		}
 	}
 

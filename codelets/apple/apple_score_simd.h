@@ -188,22 +188,42 @@ static void AS_FN(pack_row)(const double *y1, const double *y2, double *z, int q
 
 /* The preprocessing's low-pass correlation at row i of the image, for
  * columns [j0, j1) whose taps all lie inside it: im[i][j] = sum over t of
- * kval[t] res[i + ku[t]][j + kv[t]] (res float, the sum in double, t in
- * order).  AS_W neighbouring columns are AS_W lanes, each with the same
+ * kval[t] res[i + ku[t]][j + kv[t]] (res: float32 values as doubles, the
+ * sum in double, t in order).  AS_W neighbouring columns are AS_W lanes, each with the same
  * adds in the same order as the scalar loop; the columns past the last
  * whole vector are summed one by one. */
-static void AS_FN(lowpass_row)(const float *res, int n_x, int i, int j0, int j1, int nk,
+static void AS_FN(lowpass_row)(const double *res, int n_x, int i, int j0, int j1, int nk,
 			       const int *ku, const int *kv, const double *kval, double *im,
 			       float *out32)
 {
 	typedef float vf __attribute__((vector_size(4 * AS_W)));
 	int j = j0;
+	/* four vectors at once: four independent chains of adds (one chain
+	 * of nk adds was the loop's bound) */
+	for (; j + 4 * AS_W <= j1; j += 4 * AS_W) {
+		AS_VD acc[4] = { { 0 }, { 0 }, { 0 }, { 0 } };
+		for (int t = 0; t < nk; t++) {
+			const double *src = res + (size_t)(i + ku[t]) * n_x + j + kv[t];
+			for (int u = 0; u < 4; u++) {
+				AS_VD r;
+				memcpy(&r, src + u * AS_W, sizeof r);
+				acc[u] += kval[t] * r;
+			}
+		}
+		for (int u = 0; u < 4; u++) {
+			memcpy(im + (size_t)i * n_x + j + u * AS_W, &acc[u], sizeof acc[u]);
+			if (out32 != NULL) {
+				vf o = __builtin_convertvector(acc[u], vf);
+				memcpy(out32 + (size_t)i * n_x + j + u * AS_W, &o, sizeof o);
+			}
+		}
+	}
 	for (; j + AS_W <= j1; j += AS_W) {
 		AS_VD acc = { 0 };
 		for (int t = 0; t < nk; t++) {
-			vf r;
+			AS_VD r;
 			memcpy(&r, res + (size_t)(i + ku[t]) * n_x + j + kv[t], sizeof r);
-			acc += kval[t] * __builtin_convertvector(r, AS_VD);
+			acc += kval[t] * r;
 		}
 		memcpy(im + (size_t)i * n_x + j, &acc, sizeof acc);
 		if (out32 != NULL) {
@@ -227,6 +247,22 @@ static void AS_FN(lowpass_row)(const float *res, int n_x, int i, int j0, int j1,
 static void AS_FN(window_sums)(const double *row, int nw, int q, double *a, double *b)
 {
 	int c = 0;
+	for (; c + 2 * AS_W <= nw; c += 2 * AS_W) { /* two vectors: four chains */
+		AS_VD sa0 = { 0 }, sb0 = { 0 }, sa1 = { 0 }, sb1 = { 0 };
+		for (int k = 0; k < q; k++) {
+			AS_VD v0, v1;
+			memcpy(&v0, row + c + k, sizeof v0);
+			memcpy(&v1, row + c + AS_W + k, sizeof v1);
+			sa0 += v0;
+			sb0 += v0 * v0;
+			sa1 += v1;
+			sb1 += v1 * v1;
+		}
+		memcpy(a + c, &sa0, sizeof sa0);
+		memcpy(b + c, &sb0, sizeof sb0);
+		memcpy(a + c + AS_W, &sa1, sizeof sa1);
+		memcpy(b + c + AS_W, &sb1, sizeof sb1);
+	}
 	for (; c + AS_W <= nw; c += AS_W) {
 		AS_VD sa = { 0 }, sb = { 0 };
 		for (int k = 0; k < q; k++) {
@@ -260,6 +296,23 @@ static void AS_FN(window_cols)(const double *a, const double *b, int nw, int r, 
 {
 	int c = 0;
 	const AS_VD zero = { 0 };
+	for (; c + 2 * AS_W <= nw; c += 2 * AS_W) { /* two vectors: four chains */
+		AS_VD sa[2] = { zero, zero }, sb[2] = { zero, zero };
+		for (int k = 0; k < q; k++)
+			for (int u = 0; u < 2; u++) {
+				AS_VD va, vb;
+				memcpy(&va, a + (size_t)(r + k) * nw + c + u * AS_W, sizeof va);
+				memcpy(&vb, b + (size_t)(r + k) * nw + c + u * AS_W, sizeof vb);
+				sa[u] += va;
+				sb[u] += vb;
+			}
+		for (int u = 0; u < 2; u++) {
+			const AS_VD mu = sa[u] * inv, var = sb[u] * inv - mu * mu;
+			const AS_VD sd = AS_FN(vsqrt)((AS_VD)((AS_VL)var & (AS_VL)(var > zero)));
+			memcpy(mean + c + u * AS_W, &mu, sizeof mu);
+			memcpy(std + c + u * AS_W, &sd, sizeof sd);
+		}
+	}
 	for (; c + AS_W <= nw; c += AS_W) {
 		AS_VD sa = zero, sb = zero;
 		for (int k = 0; k < q; k++) {
