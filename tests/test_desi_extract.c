@@ -498,6 +498,57 @@ static void test_normal_unsorted_rows(void **state)
 		free(f[k]);
 }
 
+/* Every SIMD variant of A'NA (normal_simd.h) against the first one, to
+ * the bit: on the reference patch and on a synthetic one whose spots the
+ * window cuts and whose pixels are partly masked (test_desi_kern checks
+ * the default variant against the CUDA body's emulation, to the bit). */
+static void test_normal_variants(void **state)
+{
+	(void)state;
+	desi_patch_t ps;
+	double *spots, *pix, *ivar;
+	int32_t *xc, *yc;
+	synth(&ps, &spots, &xc, &yc, &pix, &ivar, 0.3);
+	ps.ny -= 3; /* the last rows' spots cut by the window */
+	const ref_t *r = R0;
+	const desi_patch_t *pp[2] = { &r->p, &ps };
+	const double *sp[2] = { r->spots, spots }, *px[2] = { r->pix, pix };
+	const double *iv[2] = { r->ivar, ivar };
+	const int32_t *xs[2] = { r->xc, xc }, *ys[2] = { r->yc, yc };
+	int compared = 0;
+	for (int c = 0; c < 2; c++) {
+		const desi_patch_t *p = pp[c];
+		const size_t n = (size_t)desi_patch_n(p);
+		double *w = xmalloc(desi_extract_normal_work_size(p) * sizeof *w);
+		outs_t o[SP_ISA_COUNT];
+		int first = -1;
+		for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+			if (!sp_isa_supported(isa))
+				continue;
+			outs_alloc(p, &o[isa]);
+			desi_extract_normal_cpu_isa(isa, p, sp[c], xs[c], ys[c], px[c], iv[c],
+						    o[isa].icov, o[isa].y, o[isa].fw, w);
+			if (first < 0) {
+				first = isa;
+				continue;
+			}
+			assert_memory_equal(o[isa].icov, o[first].icov, n * n * sizeof(double));
+			assert_memory_equal(o[isa].y, o[first].y, n * sizeof(double));
+			assert_memory_equal(o[isa].fw, o[first].fw, n * sizeof(double));
+			outs_free(&o[isa]);
+			compared++;
+		}
+		if (first >= 0)
+			outs_free(&o[first]);
+		free(w);
+	}
+	if (compared == 0)
+		print_message("# only the baseline variant runs here: nothing to compare\n");
+	void *f[] = { spots, pix, ivar, xc, yc };
+	for (size_t k = 0; k < sizeof f / sizeof *f; k++)
+		free(f[k]);
+}
+
 /* Tolerance 1e-12 relative (observed ~1e-16) for A'NA, y, fluxweight;
  * 1e-12 for chi2pix and pixmask_fraction against dense formulas. */
 static void test_synthetic_normal(void **state)
@@ -858,6 +909,7 @@ int main(void)
 		cmocka_unit_test(test_fast_vs_eigh),
 		cmocka_unit_test(test_synthetic_normal),
 		cmocka_unit_test(test_normal_unsorted_rows),
+		cmocka_unit_test(test_normal_variants),
 		cmocka_unit_test(test_degenerate),
 		cmocka_unit_test(test_eigh_batch),
 		cmocka_unit_test(test_timing),

@@ -95,28 +95,44 @@ DSK_FN void dsk_window_px(const float *img, const float *ivar, int npix_y, int n
 	*wivar = w;
 }
 
-/* A'Np and A'N1 of one column: the sums over its rectangle, row-major.
- * Returns A'Np; *fw receives A'N1. */
+/* The order of the sums over a spot rectangle (dsk_column_sums(),
+ * dsk_pair_sum()): row y of the rectangle, y = y0 + 4 b + l, goes to
+ * partial sum l, its terms in column order, the rows of a partial sum in
+ * order, and the result is (s0 + s1) + (s2 + s3).  Four independent chains
+ * of adds, and on the CPU four rows in the four lanes of a vector, read
+ * from spots held transposed (normal_simd.h): a column of four rows per
+ * multiply-add, where the rows' terms (~7 on average for a pair) made
+ * short loops.  The order is fixed, so the CPU and the GPU agree to the
+ * bit. */
+
+/* A'Np and A'N1 of one column: the sums over its rectangle in the order
+ * above.  Returns A'Np; *fw receives A'N1. */
 DSK_FN double dsk_column_sums(const double *s, const dsk_rect_t *r, int sx, const double *pix,
 			      const double *ivar, int nx, double *fw)
 {
-	double sy_ = 0.0, sw = 0.0;
-	for (int y = r->y0; y < r->y1; y++)
+	double w0 = 0.0, w1 = 0.0, w2 = 0.0, w3 = 0.0; /* A'N1 */
+	double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0; /* A'Np */
+	for (int y = r->y0; y < r->y1; y += 4)
 		for (int x = r->x0; x < r->x1; x++) {
-			double aw = DSK_MUL(s[(y - r->oy) * sx + (x - r->ox)], ivar[y * nx + x]);
-			sw = DSK_ADD(sw, aw);
-			sy_ = DSK_ADD(sy_, DSK_MUL(aw, pix[y * nx + x]));
+#define DSK_COL(l, wl, pl)                                                                  \
+	if (y + (l) < r->y1) {                                                              \
+		const int yy = y + (l);                                                     \
+		const double aw = DSK_MUL(s[(yy - r->oy) * sx + (x - r->ox)], ivar[yy * nx + x]); \
+		wl = DSK_ADD(wl, aw);                                                       \
+		pl = DSK_ADD(pl, DSK_MUL(aw, pix[yy * nx + x]));                            \
+	}
+			DSK_COL(0, w0, p0)
+			DSK_COL(1, w1, p1)
+			DSK_COL(2, w2, p2)
+			DSK_COL(3, w3, p3)
+#undef DSK_COL
 		}
-	*fw = sw;
-	return sy_;
+	*fw = DSK_ADD(DSK_ADD(w0, w1), DSK_ADD(w2, w3));
+	return DSK_ADD(DSK_ADD(p0, p1), DSK_ADD(p2, p3));
 }
 
 /* A'NA of two columns: the sum of s1 ivar s2 over the intersection of
- * their rectangles (0 when they do not meet), row-major, in four partial
- * sums: term t of a row (q = q0 + t) goes to sum t mod 4, and the result
- * is (s0 + s1) + (s2 + s3).  Four independent chains instead of one (the
- * adds' latency bounded the CPU's loop); the order is fixed, so the CPU and
- * the GPU still agree to the bit. */
+ * their rectangles (0 when they do not meet), in the order above. */
 DSK_FN double dsk_pair_sum(const double *s1, const dsk_rect_t *a, const double *s2,
 			   const dsk_rect_t *b, int sx, const double *ivar, int nx)
 {
@@ -125,24 +141,21 @@ DSK_FN double dsk_pair_sum(const double *s1, const dsk_rect_t *a, const double *
 	double c0 = 0.0, c1 = 0.0, c2 = 0.0, c3 = 0.0;
 	if (r0 >= r1 || q0 >= q1)
 		return 0.0;
-	for (int y = r0; y < r1; y++) {
-		const double *u = s1 + (y - a->oy) * sx - a->ox;
-		const double *v = s2 + (y - b->oy) * sx - b->ox;
-		const double *w = ivar + y * nx;
-		int q = q0;
-		for (; q + 4 <= q1; q += 4) {
-			c0 = DSK_ADD(c0, DSK_MUL(DSK_MUL(u[q], w[q]), v[q]));
-			c1 = DSK_ADD(c1, DSK_MUL(DSK_MUL(u[q + 1], w[q + 1]), v[q + 1]));
-			c2 = DSK_ADD(c2, DSK_MUL(DSK_MUL(u[q + 2], w[q + 2]), v[q + 2]));
-			c3 = DSK_ADD(c3, DSK_MUL(DSK_MUL(u[q + 3], w[q + 3]), v[q + 3]));
-		}
-		if (q < q1)
-			c0 = DSK_ADD(c0, DSK_MUL(DSK_MUL(u[q], w[q]), v[q]));
-		if (q + 1 < q1)
-			c1 = DSK_ADD(c1, DSK_MUL(DSK_MUL(u[q + 1], w[q + 1]), v[q + 1]));
-		if (q + 2 < q1)
-			c2 = DSK_ADD(c2, DSK_MUL(DSK_MUL(u[q + 2], w[q + 2]), v[q + 2]));
+	for (int y = r0; y < r1; y += 4)
+		for (int q = q0; q < q1; q++) {
+#define DSK_PAIR(l, cl)                                                                     \
+	if (y + (l) < r1) {                                                                 \
+		const int yy = y + (l);                                                     \
+		cl = DSK_ADD(cl, DSK_MUL(DSK_MUL(s1[(yy - a->oy) * sx + q - a->ox],          \
+						 ivar[yy * nx + q]),                        \
+					 s2[(yy - b->oy) * sx + q - b->ox]));               \
 	}
+			DSK_PAIR(0, c0)
+			DSK_PAIR(1, c1)
+			DSK_PAIR(2, c2)
+			DSK_PAIR(3, c3)
+#undef DSK_PAIR
+		}
 	return DSK_ADD(DSK_ADD(c0, c1), DSK_ADD(c2, c3));
 }
 

@@ -52,6 +52,15 @@ static inline size_t desi_patch_col(const desi_patch_t *p, int j)
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
 			     double *y, double *fluxweight);
+/* The same with the SIMD variant isa of src/base/cpuisa.h (the baseline
+ * where isa cannot run here; every variant gives the same bits) and work:
+ * desi_extract_normal_work_size() doubles (desi_extract_normal_cpu()
+ * allocates its own). */
+void desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
+				 const int32_t *xc, const int32_t *yc, const double *pix,
+				 const double *ivar, double *icov, double *y, double *fluxweight,
+				 double *work);
+size_t desi_extract_normal_work_size(const desi_patch_t *p);
 
 /* Step 3: solves icov x = y (icov symmetric positive definite).  Returns 0,
  * or a positive LAPACK info when icov is not positive definite.  work: see
