@@ -10,6 +10,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/extract.h"
+#include "../src/base/cpuisa.h"
 
 /*
  * DESIGN.  Usage: desi-patch [ref_patch.fits [reps]] (default
@@ -122,13 +123,16 @@ int main(int argc, char **argv)
 	double *rd = xmalloc(nc * (2 * p.ndiag + 1) * sizeof *rd);
 	double *c2 = xmalloc(nc * sizeof *c2), *pm = xmalloc(nc * sizeof *pm);
 	double *work = xmalloc(desi_extract_work_size(&p) * sizeof *work);
+	/* A'NA's scratch, as the pipeline's per-thread buffer */
+	double *nwork = xmalloc(desi_extract_normal_work_size(&p) * sizeof *nwork);
 	desi_patch_t p0 = p;
 	p0.core_nf = 0;
 
 	double t[7] = { 0 };
 	for (int k = 0; k < reps; k++) {
 		double t0 = now();
-		desi_extract_normal_cpu(&p, spots, xc, yc, pix, ivar, icov, y, fw);
+		desi_extract_normal_cpu_isa(sp_cpu_isa(), &p, spots, xc, yc, pix, ivar, icov, y, fw,
+					    nwork);
 		double t1 = now();
 		desi_extract_solve_cpu(&p, icov, y, x, work);
 		double t2 = now();
@@ -186,5 +190,6 @@ int main(int argc, char **argv)
 	free(c2);
 	free(pm);
 	free(work);
+	free(nwork);
 	return 0;
 }

@@ -59,24 +59,6 @@ static dsk_win_t win_of(const desi_patch_t *p)
 	return w;
 }
 
-/* Clipped rectangle of the column at array index j (desi_patch_col()) in
- * window coordinates: rows [*y0, *y1), columns [*x0, *x1); *oy, *ox: window
- * pixel of spot [0][0]. */
-static int col_rect(const desi_patch_t *p, const int32_t *xc, const int32_t *yc, size_t j, int *y0,
-		    int *y1, int *x0, int *x1, int *oy, int *ox)
-{
-	dsk_win_t w = win_of(p);
-	dsk_rect_t r = { 0, 0, 0, 0, 0, 0 };
-	int in = dsk_rect(&w, xc[j], yc[j], &r);
-	*y0 = r.y0;
-	*y1 = r.y1;
-	*x0 = r.x0;
-	*x1 = r.x1;
-	*oy = r.oy;
-	*ox = r.ox;
-	return in;
-}
-
 /* Whether the spots' corner rows never decrease along each fibre's
  * wavelengths (the traces' dispersion, on every real PSF). */
 static int rows_sorted(const desi_patch_t *p, const int32_t *yc)
@@ -117,6 +99,14 @@ static const normal_fn normal_variant[SP_ISA_COUNT] = {
 	[SP_ISA_BASELINE] = normal_pairs_base,
 #if SP_HAVE_AVX2_VARIANT
 	[SP_ISA_AVX2] = normal_pairs_avx2,
+#endif
+};
+typedef void (*model_fn)(const desi_patch_t *, const double *, const int32_t *, const int32_t *,
+			 const double *, double *);
+static const model_fn model_variant[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = model_base,
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = model_avx2,
 #endif
 };
 
@@ -586,21 +576,12 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 			   const int32_t *yc, const double *pix, const double *ivar, const double *x,
 			   double *chi2pix, double *pixmask_fraction, double *work)
 {
-	const int n = desi_patch_n(p), nx = p->nx, sx = p->sx;
-	const size_t npix = (size_t)p->ny * (size_t)nx, ss = (size_t)p->sy * (size_t)sx;
+	const int nx = p->nx;
+	const size_t npix = (size_t)p->ny * (size_t)nx;
 	double *model = work, *chi2 = model + npix, *tpos = chi2 + npix;
 
 	memset(model, 0, npix * sizeof *model);
-	for (int j = 0; j < n; j++) {
-		int y0, y1, x0, x1, oy, ox;
-		const size_t cj = desi_patch_col(p, j);
-		if (x[j] == 0.0 || !col_rect(p, xc, yc, cj, &y0, &y1, &x0, &x1, &oy, &ox))
-			continue;
-		const double *s = spots + cj * ss;
-		for (int r = y0; r < y1; r++)
-			for (int c = x0; c < x1; c++)
-				model[r * nx + c] += x[j] * s[(r - oy) * sx + (c - ox)];
-	}
+	model_variant[sp_cpu_isa()](p, spots, xc, yc, x, model);
 	for (size_t i = 0; i < npix; i++)
 		dsk_chi2_from_model(model[i], pix[i], ivar[i], p->psferr, &chi2[i], &tpos[i]);
 	const dsk_win_t w = win_of(p);

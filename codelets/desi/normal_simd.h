@@ -1,4 +1,4 @@
-/* A'NA's pair sums of one patch in one SIMD variant, included by extract_cpu.c once per variant. */
+/* A'NA's pair sums and the model A x of one patch in one SIMD variant, included by extract_cpu.c once per variant. */
 /* No include guard: included once per variant of src/base/cpuisa.h, after
  * defining NS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
  * NS_FN(name) (the variant's names); it undefines both macros at its end.
@@ -190,6 +190,38 @@ static void NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, cons
 				icov[(size_t)j1 * n + j2] = acc;
 				icov[(size_t)j2 * n + j1] = acc;
 			}
+		}
+	}
+}
+
+/* The chi2's model A x over the window (zeroed by the caller): column j's
+ * spot times x[j] added to the pixels under its rectangle, the columns in
+ * order (each pixel's sum in the scalar loop's order; lanes along x). */
+static void NS_FN(model)(const desi_patch_t *p, const double *spots, const int32_t *xc,
+			 const int32_t *yc, const double *x, double *model)
+{
+	const int n = desi_patch_n(p), nx = p->nx, sx = p->sx;
+	const size_t ss = (size_t)p->sy * (size_t)sx;
+	const dsk_win_t w = win_of(p);
+
+	for (int j = 0; j < n; j++) {
+		dsk_rect_t r;
+		const size_t cj = desi_patch_col(p, j);
+		if (x[j] == 0.0 || !dsk_rect(&w, xc[cj], yc[cj], &r))
+			continue;
+		const double *s = spots + cj * ss;
+		const double xj = x[j];
+		for (int y = r.y0; y < r.y1; y++) {
+			double *mrow = model + (size_t)y * nx;
+			const double *srow = s + (size_t)(y - r.oy) * sx - r.ox;
+			int c = r.x0;
+			for (; c + NS_W <= r.x1; c += NS_W) {
+				NS_VD m = NS_FN(ld)(mrow + c);
+				m += xj * NS_FN(ld)(srow + c);
+				memcpy(mrow + c, &m, sizeof m);
+			}
+			for (; c < r.x1; c++)
+				mrow[c] += xj * srow[c];
 		}
 	}
 }
