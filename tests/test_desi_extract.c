@@ -498,8 +498,8 @@ static void test_normal_unsorted_rows(void **state)
 		free(f[k]);
 }
 
-/* Every SIMD variant of A'NA (normal_simd.h) against the first one, to
- * the bit: on the reference patch and on a synthetic one whose spots the
+/* Every SIMD variant of A'NA and of the model A x (normal_simd.h) against
+ * the first one, to the bit: on the reference patch and on a synthetic one whose spots the
  * window cuts and whose pixels are partly masked (test_desi_kern checks
  * the default variant against the CUDA body's emulation, to the bit). */
 static void test_normal_variants(void **state)
@@ -535,6 +535,14 @@ static void test_normal_variants(void **state)
 			assert_memory_equal(o[isa].icov, o[first].icov, n * n * sizeof(double));
 			assert_memory_equal(o[isa].y, o[first].y, n * sizeof(double));
 			assert_memory_equal(o[isa].fw, o[first].fw, n * sizeof(double));
+			/* the model A x, x = y: every column's spot */
+			const size_t npix = (size_t)p->ny * (size_t)p->nx;
+			double *m0 = xmalloc(npix * sizeof *m0), *m1 = xmalloc(npix * sizeof *m1);
+			desi_extract_model_cpu_isa(first, p, sp[c], xs[c], ys[c], o[first].y, m0);
+			desi_extract_model_cpu_isa(isa, p, sp[c], xs[c], ys[c], o[first].y, m1);
+			assert_memory_equal(m0, m1, npix * sizeof *m0);
+			free(m0);
+			free(m1);
 			outs_free(&o[isa]);
 			compared++;
 		}

@@ -61,6 +61,11 @@ void desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *s
 				 const double *ivar, double *icov, double *y, double *fluxweight,
 				 double *work);
 size_t desi_extract_normal_work_size(const desi_patch_t *p);
+/* The model A x over the window, model [ny][nx] (desi_extract_chi2_cpu()'s
+ * first step), with SIMD variant isa (as above; the same bits in every
+ * variant). */
+void desi_extract_model_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
+				const int32_t *xc, const int32_t *yc, const double *x, double *model);
 
 /* Step 3: solves icov x = y (icov symmetric positive definite).  Returns 0,
  * or a positive LAPACK info when icov is not positive definite.  work: see

@@ -572,6 +572,16 @@ int desi_decorrelate_eigh_cpu(const desi_patch_t *p, const double *icov, const d
 	return 0;
 }
 
+void desi_extract_model_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
+				const int32_t *xc, const int32_t *yc, const double *x, double *model)
+{
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || model_variant[isa] == NULL)
+		isa = SP_ISA_BASELINE;
+	memset(model, 0, (size_t)(p->ny > 0 ? p->ny : 0) * (size_t)(p->nx > 0 ? p->nx : 0) *
+				 sizeof *model);
+	model_variant[isa](p, spots, xc, yc, x, model);
+}
+
 void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			   const int32_t *yc, const double *pix, const double *ivar, const double *x,
 			   double *chi2pix, double *pixmask_fraction, double *work)
@@ -580,8 +590,7 @@ void desi_extract_chi2_cpu(const desi_patch_t *p, const double *spots, const int
 	const size_t npix = (size_t)p->ny * (size_t)nx;
 	double *model = work, *chi2 = model + npix, *tpos = chi2 + npix;
 
-	memset(model, 0, npix * sizeof *model);
-	model_variant[sp_cpu_isa()](p, spots, xc, yc, x, model);
+	desi_extract_model_cpu_isa(sp_cpu_isa(), p, spots, xc, yc, x, model);
 	for (size_t i = 0; i < npix; i++)
 		dsk_chi2_from_model(model[i], pix[i], ivar[i], p->psferr, &chi2[i], &tpos[i]);
 	const dsk_win_t w = win_of(p);
