@@ -3,7 +3,7 @@ SP_PIPELINES += desi
 SP_LIB_SOURCES += \
 	%D%/psf.h %D%/psf.c \
 	%D%/plan.h %D%/plan.c \
-	%D%/extract.h %D%/desi_kern.h %D%/extract_cpu.c %D%/eigh_simd.h %D%/normal_simd.h %D%/extract_batch.c \
+	%D%/extract.h %D%/desi_kern.h %D%/extract_cpu.c %D%/eigh_simd.h %D%/normal_simd.h %D%/spots_simd.h %D%/extract_batch.c \
 	%D%/frame_io.h %D%/frame_io.c \
 	%D%/barycorr.h %D%/barycorr.c \
 	%D%/fitskey.h %D%/fitskey.c \

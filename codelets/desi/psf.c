@@ -12,6 +12,7 @@
 #include <fitsio.h>
 
 #include "fitskey.h"
+#include "cpuisa.h"
 
 /*
  * DESIGN.  The arithmetic follows the reference (gpu_specter's
@@ -648,114 +649,47 @@ static void pgh(double c, double sigma, int n, int deg, double *g)
 			g[m * n + p] = H[m - 1][p] - H[m - 1][p + 1];
 }
 
-/* Lanes of the contraction: as wide as the target's vector registers
- * (GCC/Clang vector extensions; element-wise IEEE operations, so a lane
- * computes exactly what the scalar code would). */
-#if defined(__AVX__)
-#define PSF_W 4
-#else
-#define PSF_W 2
+/* The contraction of the spots, compiled for the build's target and for
+ * AVX2 (src/base/cpuisa.h): spots_simd.h.  Every variant gives the same
+ * bits. */
+#define PS_W SP_BASELINE_W
+#define PS_FN(name) name##_base
+#include "spots_simd.h"
+#if SP_HAVE_AVX2_VARIANT
+SP_AVX2_BEGIN
+#define PS_W 4
+#define PS_FN(name) name##_avx2
+#include "spots_simd.h"
+SP_AVX2_END
 #endif
-typedef double vd __attribute__((vector_size(8 * PSF_W)));
-typedef int64_t vl __attribute__((vector_size(8 * PSF_W)));
 
-static inline vd vload(const double *p)
+typedef void (*spots_fn)(const double *, size_t, desi_spot_shape_t, double *, int32_t *,
+			 int32_t *);
+static const spots_fn spots_variant[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = spots_base,
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = spots_avx2,
+#endif
+};
+
+void desi_spots_cpu_isa(int isa, const double *params, size_t n, desi_spot_shape_t shape,
+			double *spots, int32_t *xc, int32_t *yc)
 {
-	vd v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void vstore(double *p, vd v)
-{
-	memcpy(p, &v, sizeof v);
-}
-
-/* The 2-D sum, clipping and normalisation of one spot: lanes along ix,
- * each sum in a register, terms in ascending i (then j) order.  Inlined
- * twice: with DESI's sizes as constants (unrolled), and with the general
- * ones; the same operations in both. */
-static inline __attribute__((always_inline)) void
-contract(const double *gh, const double *gx, const double *gy, double *T, double *spot, int nx,
-	 int ny, int dx, int dy)
-{
-	const vd zero = { 0 };
-	vd vsum = zero;
-	double sum = 0.0, inv;
-	int ix;
-
-	/* T[j][ix] = sum_i GH_ij gx[i][ix] */
-	for (int j = 0; j <= dy; j++) {
-		for (ix = 0; ix + PSF_W <= nx; ix += PSF_W) {
-			vd t = zero;
-			for (int i = 0; i <= dx; i++)
-				t += gh[i * (dy + 1) + j] * vload(gx + i * nx + ix);
-			vstore(T + j * nx + ix, t);
-		}
-		for (; ix < nx; ix++) {
-			double t = 0.0;
-			for (int i = 0; i <= dx; i++)
-				t += gh[i * (dy + 1) + j] * gx[i * nx + ix];
-			T[j * nx + ix] = t;
-		}
+	if (shape.hsizex < 0 || shape.hsizex > DESI_PSF_MAX_HSIZE || shape.hsizey < 0 ||
+	    shape.hsizey > DESI_PSF_MAX_HSIZE || shape.ghdegx < 0 ||
+	    shape.ghdegx > DESI_PSF_MAX_GHDEG || shape.ghdegy < 0 ||
+	    shape.ghdegy > DESI_PSF_MAX_GHDEG) {
+		fprintf(stderr, "%s: impossible spot shape %d %d %d %d\n", __func__,
+			shape.hsizex, shape.hsizey, shape.ghdegx, shape.ghdegy);
+		abort();
 	}
-	/* spot[iy][ix] = sum_j gy[j][iy] T[j][ix], clipped at 0 (NaN too) */
-	for (int iy = 0; iy < ny; iy++) {
-		double *row = spot + iy * nx;
-		for (ix = 0; ix + PSF_W <= nx; ix += PSF_W) {
-			vd v = zero;
-			for (int j = 0; j <= dy; j++)
-				v += gy[j * ny + iy] * vload(T + j * nx + ix);
-			v = (vd)((vl)v & (vl)(v > zero));
-			vsum += v;
-			vstore(row + ix, v);
-		}
-		for (; ix < nx; ix++) {
-			double v = 0.0;
-			for (int j = 0; j <= dy; j++)
-				v += gy[j * ny + iy] * T[j * nx + ix];
-			row[ix] = v > 0.0 ? v : 0.0;
-			sum += row[ix];
-		}
-	}
-	for (int l = 0; l < PSF_W; l++)
-		sum += vsum[l];
-	/* One division, then products: 1 ulp from the reference's division
-	 * per pixel, and psf_cuda.cu does the same. */
-	inv = 1.0 / sum;
-	for (ix = 0; ix + PSF_W <= nx * ny; ix += PSF_W)
-		vstore(spot + ix, inv * vload(spot + ix));
-	for (; ix < nx * ny; ix++)
-		spot[ix] *= inv;
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || spots_variant[isa] == NULL)
+		isa = SP_ISA_BASELINE;
+	spots_variant[isa](params, n, shape, spots, xc, yc);
 }
 
 void desi_spots_cpu(const double *params, size_t n, desi_spot_shape_t shape, double *spots,
 		    int32_t *xc, int32_t *yc)
 {
-	int nx = 2 * shape.hsizex + 1, ny = 2 * shape.hsizey + 1;
-	int dx = shape.ghdegx, dy = shape.ghdegy, ngh = (dx + 1) * (dy + 1);
-	int np = 4 + ngh;
-	int desi = nx == 17 && ny == 11 && dx == 6 && dy == 6;
-	double gx[MAXD * MAXN], gy[MAXD * MAXN], T[MAXD * MAXN];
-
-	if (shape.hsizex < 0 || shape.hsizex > DESI_PSF_MAX_HSIZE || shape.hsizey < 0 ||
-	    shape.hsizey > DESI_PSF_MAX_HSIZE || dx < 0 || dx > DESI_PSF_MAX_GHDEG || dy < 0 ||
-	    dy > DESI_PSF_MAX_GHDEG) {
-		fprintf(stderr, "%s: impossible spot shape %d %d %d %d\n", __func__,
-			shape.hsizex, shape.hsizey, dx, dy);
-		abort();
-	}
-	for (size_t s = 0; s < n; s++) {
-		const double *p = params + s * (size_t)np;
-		double *spot = spots + s * (size_t)nx * ny;
-
-		xc[s] = desi_spot_corner(p[0], shape.hsizex);
-		yc[s] = desi_spot_corner(p[1], shape.hsizey);
-		pgh(p[0], p[2], nx, dx, gx);
-		pgh(p[1], p[3], ny, dy, gy);
-		if (desi)
-			contract(p + 4, gx, gy, T, spot, 17, 11, 6, 6);
-		else
-			contract(p + 4, gx, gy, T, spot, nx, ny, dx, dy);
-	}
+	desi_spots_cpu_isa(sp_cpu_isa(), params, n, shape, spots, xc, yc);
 }

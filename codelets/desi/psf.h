@@ -113,6 +113,10 @@ static inline desi_spot_shape_t desi_psf_shape(const desi_psf_t *psf)
  * comes out NaN, as the reference's does. */
 void desi_spots_cpu(const double *params, size_t n, desi_spot_shape_t shape, double *spots,
 		    int32_t *xc, int32_t *yc);
+/* The same with the SIMD variant isa of src/base/cpuisa.h (the baseline
+ * where isa cannot run here): every variant gives the same bits. */
+void desi_spots_cpu_isa(int isa, const double *params, size_t n, desi_spot_shape_t shape,
+			double *spots, int32_t *xc, int32_t *yc);
 
 /* CUDA twin, asynchronous on stream, device pointers; 0, SP_EINVAL (a
  * shape beyond the limits) or SP_ECUDA (the launch failed).  Pixels agree
