@@ -499,7 +499,8 @@ static void test_normal_unsorted_rows(void **state)
 }
 
 /* Every SIMD variant of A'NA and of the model A x (normal_simd.h) against
- * the first one, to the bit: on the reference patch and on a synthetic one whose spots the
+ * the first one, and of R's kept parts against the obvious loops, to the
+ * bit: on the reference patch and on a synthetic one whose spots the
  * window cuts and whose pixels are partly masked (test_desi_kern checks
  * the default variant against the CUDA body's emulation, to the bit). */
 static void test_normal_variants(void **state)
@@ -550,6 +551,52 @@ static void test_normal_variants(void **state)
 			outs_free(&o[first]);
 		free(w);
 	}
+	/* the kept parts of R (block_finish()): every variant against the
+	 * obvious loops, to the bit, for core ranges at both ends of a block */
+	enum { M = 74, ND0 = 5 };
+	double *W = xmalloc(M * M * sizeof *W), xb[M], s0[M], q0[M], s1[M], q1[M];
+	double dg0[(2 * ND0 + 1) * M], dg1[(2 * ND0 + 1) * M], kw[2 * M];
+	for (int k = 0; k < M * M; k++)
+		W[k] = sin(0.37 * k) * (1.0 + (k % 7) * 0.1);
+	for (int i = 0; i < M; i++)
+		xb[i] = cos(0.11 * i) * 30.0;
+	static const int ranges[][2] = { { 12, 50 }, { 0, 24 }, { 50, 24 }, { 3, 71 } };
+	for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+		const int w0 = ranges[r][0], cnw = ranges[r][1];
+		double t[M], u[M];
+		for (int k = 0; k < M; k++) {
+			t[k] = u[k] = 0.0;
+			for (int i = 0; i < M; i++) {
+				t[k] += W[k * M + i];
+				u[k] += W[k * M + i] * xb[i];
+			}
+		}
+		for (int i = 0; i < M; i++)
+			s0[i] = q0[i] = 0.0;
+		for (int e = 0; e < (2 * ND0 + 1) * cnw; e++)
+			dg0[e] = 0.0;
+		for (int k = 0; k < M; k++) {
+			for (int i = 0; i < M; i++) {
+				s0[i] += W[k * M + i] * t[k];
+				q0[i] += W[k * M + i] * u[k];
+			}
+			for (int d = 0; d < 2 * ND0 + 1; d++)
+				for (int j = 0; j < cnw; j++) {
+					const int row = w0 + j + d - ND0;
+					if (row >= 0 && row < M)
+						dg0[d * cnw + j] += W[k * M + row] * W[k * M + w0 + j];
+				}
+		}
+		for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+			if (!sp_isa_supported(isa))
+				continue;
+			desi_kept_parts_isa(isa, M, W, xb, w0, cnw, ND0, s1, q1, dg1, kw);
+			assert_memory_equal(s1, s0, sizeof s0);
+			assert_memory_equal(q1, q0, sizeof q0);
+			assert_memory_equal(dg1, dg0, (2 * ND0 + 1) * (size_t)cnw * sizeof *dg0);
+		}
+	}
+	free(W);
 	if (compared == 0)
 		print_message("# only the baseline variant runs here: nothing to compare\n");
 	void *f[] = { spots, pix, ivar, xc, yc };

@@ -66,6 +66,13 @@ size_t desi_extract_normal_work_size(const desi_patch_t *p);
  * variant). */
 void desi_extract_model_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
 				const int32_t *xc, const int32_t *yc, const double *x, double *model);
+/* The decorrelation's kept parts of R for one block, from W = V
+ * diag(ev^-1/4) (m x m, column-major): s = W W' 1, qx = W W' xb and the
+ * 2 nd0 + 1 diagonals of W W' at columns w0 .. w0 + cnw - 1 into dg
+ * [2 nd0 + 1][cnw]; work: 2 m doubles.  With SIMD variant isa (as above;
+ * the same bits in every variant): for tests. */
+void desi_kept_parts_isa(int isa, int m, const double *w, const double *xb, int w0, int cnw,
+			 int nd0, double *s, double *qx, double *dg, double *work);
 
 /* Step 3: solves icov x = y (icov symmetric positive definite).  Returns 0,
  * or a positive LAPACK info when icov is not positive definite.  work: see

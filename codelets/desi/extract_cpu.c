@@ -101,6 +101,22 @@ static const normal_fn normal_variant[SP_ISA_COUNT] = {
 	[SP_ISA_AVX2] = normal_pairs_avx2,
 #endif
 };
+typedef void (*kept_fn)(int, const double *, const double *, int, int, int, double *, double *,
+			double *, double *);
+static const kept_fn kept_variant[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = kept_parts_base,
+#if SP_HAVE_AVX2_VARIANT
+	[SP_ISA_AVX2] = kept_parts_avx2,
+#endif
+};
+void desi_kept_parts_isa(int isa, int m, const double *w, const double *xb, int w0, int cnw,
+			 int nd0, double *s, double *qx, double *dg, double *work)
+{
+	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || kept_variant[isa] == NULL)
+		isa = SP_ISA_BASELINE;
+	kept_variant[isa](m, w, xb, w0, cnw, nd0, s, qx, dg, work);
+}
+
 typedef void (*model_fn)(const desi_patch_t *, const double *, const int32_t *, const int32_t *,
 			 const double *, double *);
 static const model_fn model_variant[SP_ISA_COUNT] = {
@@ -295,40 +311,8 @@ static int block_finish(const desi_patch_t *p, int f, double *cbb, const double 
 		 * ~60 k multiply-adds instead of Q's 400 k, every loop along W's
 		 * columns (contiguous): W[i][k] = cbb[k m + i]. */
 		const int w0 = p->core_w0, cnw = p->core_nw, nd0 = p->ndiag;
-		double *t = work, *u = t + m, *s = u + m, *qx = s + m, *dg = qx + m; /* dg [nd][cnw] */
-		for (int k = 0; k < m; k++) {
-			const double *wk = cbb + (size_t)k * m;
-			double tk = 0.0, uk = 0.0;
-			for (int i = 0; i < m; i++) {
-				tk += wk[i];
-				uk += wk[i] * xb[i];
-			}
-			t[k] = tk;
-			u[k] = uk;
-		}
-		for (int i = 0; i < m; i++)
-			s[i] = qx[i] = 0.0;
-		for (size_t e = 0; e < (size_t)nd * cnw; e++)
-			dg[e] = 0.0;
-		for (int k = 0; k < m; k++) {
-			const double *wk = cbb + (size_t)k * m, tk = t[k], uk = u[k];
-			for (int i = 0; i < m; i++) {
-				s[i] += wk[i] * tk;
-				qx[i] += wk[i] * uk;
-			}
-			/* Q[row][col] += W[row][k] W[col][k], row = col - ndiag + d */
-			for (int d = 0; d < nd; d++) {
-				double *dd = dg + (size_t)d * cnw;
-				const int off = d - nd0;
-				int j0 = 0, j1 = cnw;
-				while (j0 < j1 && w0 + j0 + off < 0)
-					j0++;
-				while (j1 > j0 && w0 + j1 - 1 + off >= m)
-					j1--;
-				for (int j = j0; j < j1; j++)
-					dd[j] += wk[w0 + j + off] * wk[w0 + j];
-			}
-		}
+		double *t = work, *s = t + 2 * m, *qx = s + m, *dg = qx + m; /* dg [nd][cnw] */
+		kept_variant[sp_cpu_isa()](m, cbb, xb, w0, cnw, nd0, s, qx, dg, t);
 		for (int i = 0; i < cnw; i++) {
 			const int wi = w0 + i;
 			flux[(size_t)fc * cnw + i] = qx[wi] * (1.0 / s[wi]);

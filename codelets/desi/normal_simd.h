@@ -1,4 +1,4 @@
-/* A'NA's pair sums and the model A x of one patch in one SIMD variant, included by extract_cpu.c once per variant. */
+/* A patch's SIMD loops (A'NA's pair sums, the model A x, R's kept parts) in one variant, included by extract_cpu.c once per variant. */
 /* No include guard: included once per variant of src/base/cpuisa.h, after
  * defining NS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
  * NS_FN(name) (the variant's names); it undefines both macros at its end.
@@ -222,6 +222,85 @@ static void NS_FN(model)(const desi_patch_t *p, const double *spots, const int32
 			}
 			for (; c < r.x1; c++)
 				mrow[c] += xj * srow[c];
+		}
+	}
+}
+
+/* block_finish()'s kept parts of R from W = V diag(ev^-1/4) (m x m,
+ * column k at w + k m): t = W' 1 and u = W' x_b (each a sum over i in
+ * order; four columns' sums interleaved), then s = W t and qx = W u (sums
+ * over k in order, lanes along i), and the 2 nd0 + 1 diagonals of Q = W W'
+ * at the core columns w0 .. w0 + cnw - 1 (sums over k in order, lanes
+ * along the columns) into dg [2 nd0 + 1][cnw].  work: 2 m doubles.  The
+ * scalar loops' bits, in every variant. */
+static void NS_FN(kept_parts)(int m, const double *w, const double *xb, int w0, int cnw,
+			      int nd0, double *s, double *qx, double *dg, double *work)
+{
+	double *t = work, *u = t + m;
+	const int nd = 2 * nd0 + 1;
+	int k = 0;
+	for (; k + 4 <= m; k += 4) {
+		const double *w0k = w + (size_t)k * m, *w1k = w0k + m, *w2k = w1k + m, *w3k = w2k + m;
+		double t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0, u0 = 0.0, u1 = 0.0, u2 = 0.0, u3 = 0.0;
+		for (int i = 0; i < m; i++) {
+			t0 += w0k[i];
+			u0 += w0k[i] * xb[i];
+			t1 += w1k[i];
+			u1 += w1k[i] * xb[i];
+			t2 += w2k[i];
+			u2 += w2k[i] * xb[i];
+			t3 += w3k[i];
+			u3 += w3k[i] * xb[i];
+		}
+		t[k] = t0, t[k + 1] = t1, t[k + 2] = t2, t[k + 3] = t3;
+		u[k] = u0, u[k + 1] = u1, u[k + 2] = u2, u[k + 3] = u3;
+	}
+	for (; k < m; k++) {
+		const double *wk = w + (size_t)k * m;
+		double tk = 0.0, uk = 0.0;
+		for (int i = 0; i < m; i++) {
+			tk += wk[i];
+			uk += wk[i] * xb[i];
+		}
+		t[k] = tk;
+		u[k] = uk;
+	}
+	for (int i = 0; i < m; i++)
+		s[i] = qx[i] = 0.0;
+	for (size_t e = 0; e < (size_t)nd * cnw; e++)
+		dg[e] = 0.0;
+	for (k = 0; k < m; k++) {
+		const double *wk = w + (size_t)k * m, tk = t[k], uk = u[k];
+		int i = 0;
+		for (; i + NS_W <= m; i += NS_W) {
+			const NS_VD wi = NS_FN(ld)(wk + i);
+			NS_VD vs = NS_FN(ld)(s + i), vq = NS_FN(ld)(qx + i);
+			vs += wi * tk;
+			vq += wi * uk;
+			memcpy(s + i, &vs, sizeof vs);
+			memcpy(qx + i, &vq, sizeof vq);
+		}
+		for (; i < m; i++) {
+			s[i] += wk[i] * tk;
+			qx[i] += wk[i] * uk;
+		}
+		/* Q[row][col] += W[row][k] W[col][k], row = col - nd0 + d */
+		for (int d = 0; d < nd; d++) {
+			double *dd = dg + (size_t)d * cnw;
+			const int off = d - nd0;
+			int j0 = 0, j1 = cnw;
+			while (j0 < j1 && w0 + j0 + off < 0)
+				j0++;
+			while (j1 > j0 && w0 + j1 - 1 + off >= m)
+				j1--;
+			int j = j0;
+			for (; j + NS_W <= j1; j += NS_W) {
+				NS_VD v = NS_FN(ld)(dd + j);
+				v += NS_FN(ld)(wk + w0 + j + off) * NS_FN(ld)(wk + w0 + j);
+				memcpy(dd + j, &v, sizeof v);
+			}
+			for (; j < j1; j++)
+				dd[j] += wk[w0 + j + off] * wk[w0 + j];
 		}
 	}
 }
