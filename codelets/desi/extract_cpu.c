@@ -415,12 +415,15 @@ static int selected_inverse(int n, int kd, const double *ab, double *cb, int jst
 			for (int r = 0; r < b; r++)
 				mjj[(size_t)c * TAKA_NB + r] = linv[(size_t)r * TAKA_NB + c];
 		if (rt > 0) {
-			/* L_TJ: rows j1 .. j1 + rt - 1, columns J, zero beyond the band */
-			for (int c = 0; c < b; c++)
-				for (int r = 0; r < rt; r++) {
-					const int i = j1 + r, j = j0 + c;
-					ltj[(size_t)c * rt + r] = i - j <= kd ? ab[(size_t)j * ldab + (i - j)] : 0.0;
-				}
+			/* L_TJ: rows j1 .. j1 + rt - 1, columns J, zero beyond the band
+			 * (column c's rows i - j = b - c + r, r <= kd - b + c) */
+			for (int c = 0; c < b; c++) {
+				const int nv = kd - b + c + 1 < rt ? kd - b + c + 1 : rt;
+				const int nk = nv > 0 ? nv : 0;
+				memcpy(ltj + (size_t)c * rt, ab + (size_t)(j0 + c) * ldab + (b - c),
+				       (size_t)nk * sizeof *ltj);
+				memset(ltj + (size_t)c * rt + nk, 0, (size_t)(rt - nk) * sizeof *ltj);
+			}
 			/* C_TJ = -(C_TT L_TJ) L_JJ^-1 */
 			cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, rt, b, -1.0,
 				    cb + (size_t)j1 * ldab, ld, ltj, rt, 0.0, ctj, rt);
@@ -430,12 +433,12 @@ static int selected_inverse(int n, int kd, const double *ab, double *cb, int jst
 			cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, rt, -1.0, ctj, rt, ltj, rt,
 				    1.0, mjj, TAKA_NB);
 			/* C_TJ into the band */
-			for (int c = 0; c < b; c++)
-				for (int r = 0; r < rt; r++) {
-					const int i = j1 + r, j = j0 + c;
-					if (i - j <= kd)
-						cb[(size_t)j * ldab + (i - j)] = ctj[(size_t)c * rt + r];
-				}
+			for (int c = 0; c < b; c++) {
+				const int nv = kd - b + c + 1 < rt ? kd - b + c + 1 : rt;
+				if (nv > 0)
+					memcpy(cb + (size_t)(j0 + c) * ldab + (b - c), ctj + (size_t)c * rt,
+					       (size_t)nv * sizeof *cb);
+			}
 		}
 		/* C_JJ = M L_JJ^-1; its lower triangle into the band */
 		cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, b, b, 1.0,
@@ -469,9 +472,8 @@ int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, const
 	for (int c = 0; c < p->core_nf; c++) {
 		const size_t b0 = (size_t)(p->core_f0 + c) * m;
 		double *blk = cbb + (size_t)c * mm;
-		for (int k = 0; k < m; k++)
-			for (int i = k; i < m; i++)
-				blk[(size_t)k * m + i] = cb[(b0 + k) * ldab + (i - k)];
+		for (int k = 0; k < m; k++) /* rows k .. m-1 of column k: within the band (m <= kd + 1) */
+			memcpy(blk + (size_t)k * m + k, cb + (b0 + k) * ldab, (size_t)(m - k) * sizeof *blk);
 	}
 	return 0;
 }
