@@ -102,6 +102,9 @@ static void emulate_patch(const desi_batch_t *b, const double *spots, const int3
 	double *wpix = calloc((size_t)off, sizeof *wpix), *wivar = calloc((size_t)off, sizeof *wivar);
 	double *icov = normal, *y = icov + (size_t)P * n * n, *fw = y + (size_t)P * n;
 	assert_non_null(wpix);
+	/* desi_patch_batch_cuda()'s memset: the band slots unknown */
+	for (int i = 0; i < P; i++)
+		fw[(size_t)P * n + i] = 0.0;
 	assert_non_null(wivar);
 
 	/* k_window<<<(gridx, P), THREADS>>> */
@@ -188,10 +191,25 @@ static void check_patch_phase(int fib0, unsigned gridx)
 		nonzero += cpu[k] != 0.0;
 	assert_true(nonzero > (size_t)NP * n * 4);
 	size_t bad = 0;
-	for (size_t k = 0; k < nd; k++)
+	const size_t nsum = (size_t)NP * (n * n + 2 * n); /* icov, y, fluxweight */
+	assert_int_equal(nd, nsum + NP);
+	for (size_t k = 0; k < nsum; k++)
 		if (memcmp(&cpu[k], &emu[k], sizeof cpu[k]) != 0 && bad++ < 5)
 			print_message("# entry %zu: cpu %.17g emulated %.17g\n", k, cpu[k], emu[k]);
 	assert_int_equal(bad, 0);
+	/* the band slots: the GPU's unknown (0), the CPU's 1 + the largest
+	 * offset of an entry != 0, as a scan of the matrix finds it */
+	for (int i = 0; i < NP; i++) {
+		const double *ic = cpu + (size_t)i * n * n;
+		int maxoff = -1;
+		for (size_t r = 0; r < n; r++)
+			for (size_t c = r + 1; c < n; c++)
+				if (ic[r * n + c] != 0.0 && (int)(c - r) > maxoff)
+					maxoff = (int)(c - r);
+		assert_true(maxoff > 0);
+		assert_true(emu[nsum + i] == 0.0);
+		assert_true(cpu[nsum + i] == 1.0 + maxoff);
+	}
 	free(cpu);
 	free(emu);
 	free(fx);

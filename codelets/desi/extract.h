@@ -55,11 +55,12 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 /* The same with the SIMD variant isa of src/base/cpuisa.h (the baseline
  * where isa cannot run here; every variant gives the same bits) and work:
  * desi_extract_normal_work_size() doubles (desi_extract_normal_cpu()
- * allocates its own). */
-void desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
-				 const int32_t *xc, const int32_t *yc, const double *pix,
-				 const double *ivar, double *icov, double *y, double *fluxweight,
-				 double *work);
+ * allocates its own).  Returns the largest j2 - j1 of an entry icov[j1][j2]
+ * != 0, j2 > j1 (-1 if none): the bandwidth a scan of icov finds. */
+int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
+				const int32_t *xc, const int32_t *yc, const double *pix,
+				const double *ivar, double *icov, double *y, double *fluxweight,
+				double *work);
 size_t desi_extract_normal_work_size(const desi_patch_t *p);
 /* The model A x over the window, model [ny][nx] (desi_extract_chi2_cpu()'s
  * first step), with SIMD variant isa (as above; the same bits in every
@@ -103,6 +104,10 @@ int desi_decorrelate_cpu(const desi_patch_t *p, const double *icov, const double
  * less). */
 int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, const double *y,
 				double *x, double *cbb, double *work);
+/* The same given icov's largest offset maxoff (desi_extract_normal_cpu_isa()'s
+ * result) instead of scanning for it; maxoff < -1: scan. */
+int desi_decorrelate_blocks_cpu_kd(const desi_patch_t *p, const double *icov, int maxoff,
+				   const double *y, double *x, double *cbb, double *work);
 int desi_decorrelate_finish_cpu(const desi_patch_t *p, int c0, int nb, double *const *vecs,
 				double *const *ev, const int *ok, const double *x, double *flux,
 				double *ivar, double *rdiags, double *rfull, double *work);
@@ -173,8 +178,11 @@ static inline int desi_batch_fields(const desi_batch_t *b)
 
 /* The two phases of the batch, each a graph stage (desi.patch and
  * desi.decorrelate), meeting in `normal`: desi_normal_doubles() doubles,
- * laid out icov [np][n][n], y [np][n], fluxweight [np][n] (the same on CPU
- * and CUDA, so either phase may run on either).  The patch phase writes it
+ * laid out icov [np][n][n], y [np][n], fluxweight [np][n], band [np] (the
+ * same on CPU and CUDA, so either phase may run on either).  band[i] is 1 +
+ * the largest j2 - j1 of an entry of icov != 0 where the CPU's patch phase
+ * knows it, 0 where not (the CUDA phase's): the CPU's decorrelation then
+ * needs not scan the ~1 MB of zeros past the band.  The patch phase writes it
  * (returns 0 or -1 when out of memory); the decorrelate phase reads it (the
  * CUDA twin factors icov and solves y in place) and returns as
  * desi_extract_batch_cpu(). */

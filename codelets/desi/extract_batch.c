@@ -226,7 +226,7 @@ static desi_patch_t gather_patch(const desi_batch_t *b, int i, const double *spo
 size_t desi_normal_doubles(const desi_batch_t *b)
 {
 	const size_t n = (size_t)desi_patch_n(&b->p);
-	return (size_t)(b->np > 0 ? b->np : 0) * (n * n + 2 * n);
+	return (size_t)(b->np > 0 ? b->np : 0) * (n * n + 2 * n + 1);
 }
 
 int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
@@ -239,12 +239,15 @@ int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32
 		return 0;
 	if (bufs_init(b, &B, 0) != 0)
 		return -1;
-	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n;
+	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n, *band = fw + np * n;
 	for (int i = 0; i < b->np; i++) {
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
-		desi_extract_normal_cpu_isa(sp_cpu_isa(), &p, B.pspots, B.pxc, B.pyc, B.wpix, B.wivar,
-					    icov + (size_t)i * n * n, y + (size_t)i * n,
-					    fw + (size_t)i * n, B.work);
+		const int maxoff = desi_extract_normal_cpu_isa(sp_cpu_isa(), &p, B.pspots, B.pxc,
+							       B.pyc, B.wpix, B.wivar,
+							       icov + (size_t)i * n * n,
+							       y + (size_t)i * n, fw + (size_t)i * n,
+							       B.work);
+		band[i] = 1.0 + maxoff; /* 0 only where unknown */
 	}
 	bufs_free(&B);
 	return 0;
@@ -264,7 +267,7 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 		return 0;
 	if (bufs_init(b, &B, 1) != 0)
 		return -1;
-	const double *icov = normal, *y = icov + np * n * n;
+	const double *icov = normal, *y = icov + np * n * n, *band = y + 2 * np * n;
 	/* 1. per patch: one band Cholesky factor for the solve and the core
 	 * blocks of iCov^-1 */
 	int nblk = 0;
@@ -272,7 +275,11 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, NULL, NULL, &B); /* no pixels */
 		const double *ic = icov + (size_t)i * n * n;
 		double *x = B.xs + (size_t)i * n, *cbb = B.cbbs + (size_t)i * ncf * mm;
-		int info = desi_decorrelate_blocks_cpu(&p, ic, y + (size_t)i * n, x, cbb, B.work);
+		/* the band's width from the patch phase where it knows it (a CPU
+		 * patch task: band[i] >= 1), else scanned */
+		const int maxoff = band[i] >= 1.0 && band[i] <= (double)n ? (int)band[i] - 1 : -2;
+		int info = desi_decorrelate_blocks_cpu_kd(&p, ic, maxoff, y + (size_t)i * n, x, cbb,
+							  B.work);
 		B.pfail[i] = info;
 		for (int c = 0; c < ncf && info == 0; c++) {
 			B.vecp[nblk] = cbb + (size_t)c * mm;

@@ -751,7 +751,7 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	const size_t n = (size_t)nf_max(pl) * (pl->nwavestep + 2 * pl->wavepad);
 	for (int k = 0; k < j->nnormals; k++)
 		starpu_vector_data_register(&j->normals[k], -1, 0,
-					    (uint32_t)((size_t)j->chunk * (n * n + 2 * n)),
+					    (uint32_t)((size_t)j->chunk * (n * n + 2 * n + 1)),
 					    sizeof(double));
 	sp_item_report_num(item, "patches", (double)j->nsubs * pl->npatch_wave);
 	return 0;

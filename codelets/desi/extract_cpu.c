@@ -92,7 +92,7 @@ SP_AVX2_BEGIN
 SP_AVX2_END
 #endif
 
-typedef void (*normal_fn)(const desi_patch_t *, const double *, const int32_t *, const int32_t *,
+typedef int (*normal_fn)(const desi_patch_t *, const double *, const int32_t *, const int32_t *,
 			  const double *, const double *, double *, double *, double *, int,
 			  double *);
 static const normal_fn normal_variant[SP_ISA_COUNT] = {
@@ -140,23 +140,23 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 			     double *y, double *fluxweight)
 {
 	double *work = malloc((desi_extract_normal_work_size(p) + 1) * sizeof *work);
-	desi_extract_normal_cpu_isa(sp_cpu_isa(), p, spots, xc, yc, pix, ivar, icov, y, fluxweight,
-				    work);
+	(void)desi_extract_normal_cpu_isa(sp_cpu_isa(), p, spots, xc, yc, pix, ivar, icov, y,
+					  fluxweight, work);
 	free(work);
 }
 
-void desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
-				 const int32_t *xc, const int32_t *yc, const double *pix,
-				 const double *ivar, double *icov, double *y, double *fluxweight,
-				 double *work)
+int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
+				const int32_t *xc, const int32_t *yc, const double *pix,
+				const double *ivar, double *icov, double *y, double *fluxweight,
+				double *work)
 {
 	const int n = desi_patch_n(p);
 
 	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || normal_variant[isa] == NULL)
 		isa = SP_ISA_BASELINE;
 	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
-	normal_variant[isa](p, spots, xc, yc, pix, ivar, icov, y, fluxweight, rows_sorted(p, yc),
-			    work);
+	const int maxoff = normal_variant[isa](p, spots, xc, yc, pix, ivar, icov, y, fluxweight,
+					       rows_sorted(p, yc), work);
 
 	/* Regularisation (step 2).  Bins with fluxweight <= minweight get
 	 * alpha = minweight - fluxweight (0 when equal, so < and <= agree). */
@@ -168,6 +168,7 @@ void desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *s
 	for (int j = 0; j < n; j++)
 		icov[(size_t)j * n + j] = dsk_regularised(icov[(size_t)j * n + j], fluxweight[j],
 							  minweight, p->regularize);
+	return maxoff;
 }
 
 /* Half-bandwidth of icov (fibre-major), at least kdmin, at most n - 1. */
@@ -453,8 +454,19 @@ static int selected_inverse(int n, int kd, const double *ab, double *cb, int jst
 int desi_decorrelate_blocks_cpu(const desi_patch_t *p, const double *icov, const double *y,
 				double *x, double *cbb, double *work)
 {
+	return desi_decorrelate_blocks_cpu_kd(p, icov, -2, y, x, cbb, work);
+}
+
+int desi_decorrelate_blocks_cpu_kd(const desi_patch_t *p, const double *icov, int maxoff,
+				   const double *y, double *x, double *cbb, double *work)
+{
 	const int n = desi_patch_n(p), m = p->nwave;
-	const int kd = band_width(n, icov, m - 1), ldab = kd + 1;
+	/* band_width()'s result, from the patch phase's largest offset where
+	 * it is known */
+	const int kdmin = m - 1 < n - 1 ? m - 1 : n - 1;
+	const int kd = maxoff < -1 ? band_width(n, icov, m - 1) :
+		       maxoff > kdmin ? (maxoff < n - 1 ? maxoff : n - 1) : kdmin;
+	const int ldab = kd + 1;
 	const size_t mm = (size_t)m * (size_t)m;
 	double *ab = work, *cb = ab + (size_t)n * ldab, *bw = cb + (size_t)n * ldab;
 

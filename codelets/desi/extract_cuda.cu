@@ -815,6 +815,10 @@ extern "C" int desi_patch_batch_cuda(const desi_batch_t *b, const double *spots,
 	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n;
 	const common c = common_of(b);
 
+	/* the band slots [np]: 0, not known (the CPU's decorrelation scans) */
+	if (cudaMemsetAsync(fw + np * n, 0, np * sizeof(double), st) != cudaSuccess)
+		return SP_ECUDA;
+
 	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
 		size_t maxpix;
 		const geom g = geom_of(b, c0, &maxpix);

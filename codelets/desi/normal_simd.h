@@ -99,8 +99,9 @@ static double NS_FN(column_sums)(const double *u, int syp, const double *p, int 
 /* desi_extract_normal_cpu()'s pair loop: the entries (j1, j2), j2 > j1, of
  * icov (zeroed by the caller; both triangles) and, on the diagonal, each
  * column's y[j1] and fluxweight[j1].  sorted: rows_sorted().  work:
- * normal_work() doubles. */
-static void NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, const int32_t *xc,
+ * normal_work() doubles.  Returns the largest j2 - j1 of an entry != 0
+ * written, -1 if none. */
+static int NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, const int32_t *xc,
 				const int32_t *yc, const double *pix, const double *ivar,
 				double *icov, double *y, double *fluxweight, int sorted,
 				double *work)
@@ -111,6 +112,7 @@ static void NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, cons
 	const dsk_win_t w = win_of(p);
 	double *tsp = work, *ws = tsp + (size_t)n * ts, *pixt = ws + ts;
 	double *ivt = pixt + (size_t)nx * pyp;
+	int maxoff = -1;
 
 	/* the spots and the window transposed, three rows of zeros past each
 	 * column (what a vector of the last rows reads past them) */
@@ -189,9 +191,12 @@ static void NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, cons
 					r1 - r0, q1 - q0);
 				icov[(size_t)j1 * n + j2] = acc;
 				icov[(size_t)j2 * n + j1] = acc;
+				if (acc != 0.0 && j2 - j1 > maxoff)
+					maxoff = j2 - j1;
 			}
 		}
 	}
+	return maxoff;
 }
 
 /* The chi2's model A x over the window (zeroed by the caller): column j's
