@@ -501,6 +501,23 @@ static void test_synth(void **state)
 		}
 	print_message("# synthetic: max pixmask_fraction %.3f\n", pmmax);
 	assert_true(pmmax > 0.0);
+	/* The two phases apart, the band slots cleared as the CUDA patch phase
+	 * leaves them: the decorrelation scans for the bandwidth and gives the
+	 * same bits. */
+	const size_t nd = desi_normal_doubles(b), n = (size_t)desi_patch_n(&b->p);
+	double *normal = bt_xmalloc(nd * sizeof *normal);
+	float *rows2 = bt_xmalloc(len * sizeof *rows2);
+	assert_int_equal(desi_patch_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+					      normal), 0);
+	const double *band = normal + (size_t)b->np * (n * n + 2 * n);
+	for (int i = 0; i < b->np; i++)
+		assert_true(band[i] >= 1.0); /* the CPU knows it */
+	memset(normal + (size_t)b->np * (n * n + 2 * n), 0, (size_t)b->np * sizeof *normal);
+	assert_int_equal(desi_decorrelate_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						    normal, rows2), 0);
+	assert_memory_equal(rows2, rows, len * sizeof *rows);
+	free(normal);
+	free(rows2);
 	free(rows);
 	free(exp_);
 	fixture_free(fx);
