@@ -1,5 +1,7 @@
 /* DESI GaussHermite PSF: the specex FITS reader, trace and parameter evaluation, and the CPU spot kernel. */
-#include <config.h>
+#ifdef HAVE_CONFIG_H
+#include <config.h> /* HAVE_LIBMVEC_ERF; tools/fuzz builds without it */
+#endif
 
 #include "psf.h"
 
