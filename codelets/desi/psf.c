@@ -594,7 +594,9 @@ void desi_psf_free(desi_psf_t **psf)
  * k < n.  With glibc's libmvec, two at a time (its SSE2 variants, within
  * 4 ulp of the scalar calls: the spots move by ~1e-16, test_desi_psf's
  * tolerance is 1e-12); they were a third of the spots' time (36 M calls of
- * each per full r frame).  u has room for n + 1 values (the pair's last). */
+ * each per full r frame).  libmvec picks its implementation by CPU (SSE2
+ * or SSE4.1 here), so two machines may differ in the spots' last bits, as
+ * the CUDA twin (CUDA's erf and exp) already does.  u has room for n + 1 values (the pair's last). */
 #if defined(HAVE_LIBMVEC_ERF) && defined(__x86_64__)
 typedef double v2d_t __attribute__((vector_size(16)));
 extern v2d_t _ZGVbN2v_erf(v2d_t);
