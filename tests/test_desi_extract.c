@@ -531,6 +531,19 @@ static void test_normal_variants(void **state)
 						    o[isa].icov, o[isa].y, o[isa].fw, w);
 			if (first < 0) {
 				first = isa;
+				/* without scratch: the direct sums, the same bits */
+				outs_t d;
+				outs_alloc(p, &d);
+				assert_int_equal(desi_extract_normal_cpu_isa(isa, p, sp[c], xs[c], ys[c],
+									     px[c], iv[c], d.icov, d.y,
+									     d.fw, NULL),
+						 desi_extract_normal_cpu_isa(isa, p, sp[c], xs[c], ys[c],
+									     px[c], iv[c], o[isa].icov,
+									     o[isa].y, o[isa].fw, w));
+				assert_memory_equal(d.icov, o[isa].icov, n * n * sizeof(double));
+				assert_memory_equal(d.y, o[isa].y, n * sizeof(double));
+				assert_memory_equal(d.fw, o[isa].fw, n * sizeof(double));
+				outs_free(&d);
 				continue;
 			}
 			assert_memory_equal(o[isa].icov, o[first].icov, n * n * sizeof(double));

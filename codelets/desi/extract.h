@@ -55,7 +55,8 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 /* The same with the SIMD variant isa of src/base/cpuisa.h (the baseline
  * where isa cannot run here; every variant gives the same bits) and work:
  * desi_extract_normal_work_size() doubles (desi_extract_normal_cpu()
- * allocates its own).  Returns the largest j2 - j1 of an entry icov[j1][j2]
+ * allocates its own; work NULL: desi_kern.h's sums pair by pair, the same
+ * bits, slower).  Returns the largest j2 - j1 of an entry icov[j1][j2]
  * != 0, j2 > j1 (-1 if none): the bandwidth a scan of icov finds. */
 int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
 				const int32_t *xc, const int32_t *yc, const double *pix,

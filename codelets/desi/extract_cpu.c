@@ -135,10 +135,46 @@ size_t desi_extract_normal_work_size(const desi_patch_t *p)
 	return ((size_t)desi_patch_n(p) + 1) * ts + 2 * wt;
 }
 
+/* The pair loop without scratch: every pair (j1, j2 >= j1) through
+ * desi_kern.h's sums directly, the bits of the variants (the order is the
+ * same), in O(n^2) rectangle tests; for work == NULL.  Returns the largest
+ * j2 - j1 of an entry != 0, -1 if none. */
+static int normal_direct(const desi_patch_t *p, const double *spots, const int32_t *xc,
+			 const int32_t *yc, const double *pix, const double *ivar, double *icov,
+			 double *y, double *fluxweight)
+{
+	const int n = desi_patch_n(p);
+	const size_t ss = (size_t)p->sy * (size_t)p->sx;
+	const dsk_win_t w = win_of(p);
+	int maxoff = -1;
+
+	for (int j1 = 0; j1 < n; j1++) {
+		dsk_rect_t a, b;
+		const size_t c1 = desi_patch_col(p, j1);
+		y[j1] = fluxweight[j1] = 0.0;
+		if (!dsk_rect(&w, xc[c1], yc[c1], &a))
+			continue;
+		y[j1] = dsk_column_sums(spots + c1 * ss, &a, p->sx, pix, ivar, p->nx,
+					&fluxweight[j1]);
+		for (int j2 = j1; j2 < n; j2++) {
+			const size_t c2 = desi_patch_col(p, j2);
+			if (!dsk_rect(&w, xc[c2], yc[c2], &b))
+				continue;
+			const double acc = dsk_pair_sum(spots + c1 * ss, &a, spots + c2 * ss, &b, p->sx,
+							ivar, p->nx);
+			icov[(size_t)j1 * n + j2] = icov[(size_t)j2 * n + j1] = acc;
+			if (acc != 0.0 && j2 - j1 > maxoff)
+				maxoff = j2 - j1;
+		}
+	}
+	return maxoff;
+}
+
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
 			     double *y, double *fluxweight)
 {
+	/* out of memory: work NULL, the direct sums (the same bits) */
 	double *work = malloc((desi_extract_normal_work_size(p) + 1) * sizeof *work);
 	(void)desi_extract_normal_cpu_isa(sp_cpu_isa(), p, spots, xc, yc, pix, ivar, icov, y,
 					  fluxweight, work);
@@ -155,8 +191,10 @@ int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *sp
 	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || normal_variant[isa] == NULL)
 		isa = SP_ISA_BASELINE;
 	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
-	const int maxoff = normal_variant[isa](p, spots, xc, yc, pix, ivar, icov, y, fluxweight,
-					       rows_sorted(p, yc), work);
+	const int maxoff = work != NULL ?
+		normal_variant[isa](p, spots, xc, yc, pix, ivar, icov, y, fluxweight,
+				    rows_sorted(p, yc), work) :
+		normal_direct(p, spots, xc, yc, pix, ivar, icov, y, fluxweight);
 
 	/* Regularisation (step 2).  Bins with fluxweight <= minweight get
 	 * alpha = minweight - fluxweight (0 when equal, so < and <= agree). */
