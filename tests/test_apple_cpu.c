@@ -1,6 +1,7 @@
 /* Unit tests of the APPLE-Picker CPU kernels against ASPIRE's intermediates on the 2k micrograph and naive references. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1304,6 +1305,69 @@ static void test_pick_quirks(void **state)
 	free(seg);
 }
 
+/* The SVM's decision values in lanes (every variant, the chain's trained
+ * model and 2k windows) against apple_svm_decision() one window at a time:
+ * within 8 eps of sum |coef| (the lanes' exp is libmvec's, a few ulp from
+ * exp()'s; the sums are in the same order), the variants bit-identical,
+ * and every label equal where the scalar value is farther than that from
+ * 0; row lengths around the lane count check the tails. */
+static void test_svm_decisions(void **state)
+{
+	const apple_svm_t *m = C.svm;
+	const int nw = C.s.nwx;
+	double *d = xmalloc(sizeof(double) * (size_t)nw), *d0 = xmalloc(sizeof(double) * (size_t)nw);
+	double scoef = 0.0, worst = 0.0;
+	size_t near = 0, nflip = 0;
+	int ran = 0;
+	(void)state;
+
+	assert_non_null(m);
+	for (int i = 0; i < m->nsv; i++)
+		scoef += fabs(m->coef[i]);
+	const double tol = 8 * DBL_EPSILON * scoef;
+	const int lens[] = { 1, 2, 3, 5, 7, nw };
+	for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+		const apple_score_simd_t *v = apple_score_simd(isa);
+		if (v == NULL)
+			continue;
+		for (int r = 0; r < nw; r += (r < 4 ? 1 : 97)) {
+			const double *mean = C.mean + (size_t)r * nw, *std = C.std + (size_t)r * nw;
+			for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+				const int n = lens[li];
+				d[n - 1] = NAN;
+				v->decisions(m, mean, std, n, d);
+				for (int c = 0; c < n; c++) {
+					double f0 = (mean[c] - m->mu[0]) / m->scale[0];
+					double f1 = (std[c] - m->mu[1]) / m->scale[1];
+					double ds = apple_svm_decision(m, f0, f1), e = fabs(d[c] - ds);
+					if (!(e <= tol))
+						fail_msg("%s row %d window %d of %d: %.17g against %.17g",
+							 sp_isa_name(isa), r, c, n, d[c], ds);
+					worst = e > worst ? e : worst;
+					if (n == nw && isa == 0) {
+						near += fabs(ds) <= tol;
+						nflip += (d[c] > 0) != (ds > 0);
+					}
+				}
+				if (n == nw) {
+					if (ran == 0 && r == 0)
+						memcpy(d0, d, sizeof(double) * (size_t)nw);
+					else if (r == 0)
+						assert_memory_equal(d, d0, sizeof(double) * (size_t)nw);
+				}
+			}
+		}
+		ran++;
+	}
+	assert_true(ran >= 1);
+	assert_true(nflip <= near);
+	print_message("# svm decisions: %d variant(s), %d SVs, worst %.3g of sum|coef| %.3g; "
+		      "%zu label(s) differ, %zu window(s) within the tolerance of 0\n",
+		      ran, m->nsv, worst, scoef, nflip, near);
+	free(d);
+	free(d0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1323,6 +1387,7 @@ int main(void)
 		cmocka_unit_test(test_response_direct),
 		cmocka_unit_test(test_score_variants),
 		cmocka_unit_test(test_prep_variants),
+		cmocka_unit_test(test_svm_decisions),
 		cmocka_unit_test(test_erosion_definition),
 		cmocka_unit_test(test_label_floodfill),
 	};

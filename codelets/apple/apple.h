@@ -163,8 +163,12 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
  * inside res [.][n_x]) into im and, unless NULL, out32; window_sums(row,
  * nw, q, a, b) are apple_moments()'s row sums of q values and of their
  * squares for windows c < nw, and window_cols(a, b, nw, r, q, inv, mean,
- * std) its column pass for output row r.  NULL where the variant cannot run here.
- * Every variant computes the same bits. */
+ * std) its column pass for output row r; decisions(m, mean, std, n, d) are
+ * apple_svm_decision()'s values of n windows' moments (standardised), with
+ * libmvec's exp where the build has it (within a few ulp of exp()'s).
+ * NULL where the variant cannot run here.  Every variant computes the same
+ * bits. */
+struct apple_svm;
 typedef struct apple_score_simd {
 	void (*product)(const double *R1, const double *R2, const double *W, double *P1,
 			double *P2, size_t ns);
@@ -177,6 +181,8 @@ typedef struct apple_score_simd {
 	void (*window_sums)(const double *row, int nw, int q, double *a, double *b);
 	void (*window_cols)(const double *a, const double *b, int nw, int r, int q, double inv,
 			    double *mean, double *std);
+	void (*decisions)(const struct apple_svm *m, const double *mean, const double *std, int n,
+			  double *d);
 } apple_score_simd_t;
 const apple_score_simd_t *apple_score_simd(int isa);
 

@@ -1,4 +1,7 @@
 /* APPLE-Picker CPU kernels: parameters, preprocessing, moments, FFT query score, SVM, morphology, picking. */
+#ifdef HAVE_CONFIG_H
+#include <config.h> /* HAVE_LIBMVEC_ERF; tools/fuzz builds without it */
+#endif
 #include "apple.h"
 #include "apple_kern.h"
 #include "cpuisa.h"
@@ -49,6 +52,14 @@
  * window sums, the score's conjugate product and maxima),
  * compiled for the build's target and for AVX2, chosen at run time
  * (src/base/cpuisa.h); the variants compute the same bits. */
+#if defined(HAVE_LIBMVEC_ERF) && defined(__x86_64__)
+/* glibc's libmvec (configure's check): exp of two doubles, its SSE2
+ * variant (libmvec picks SSE2 or SSE4.1 code by CPU), within 4 ulp of
+ * exp(); 5.5x faster than exp() per value here */
+#define AS_MVEC_EXP 1
+typedef double as_v2d_t __attribute__((vector_size(16)));
+extern as_v2d_t _ZGVbN2v_exp(as_v2d_t);
+#endif
 #define AS_W SP_BASELINE_W
 #define AS_FN(name) name##_base
 #include "apple_score_simd.h"
@@ -62,10 +73,10 @@ SP_AVX2_END
 
 static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
 	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base, lowpass_row_base,
-			      window_sums_base, window_cols_base },
+			      window_sums_base, window_cols_base, decisions_base },
 #if SP_HAVE_AVX2_VARIANT
 	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2, lowpass_row_avx2,
-			  window_sums_avx2, window_cols_avx2 },
+			  window_sums_avx2, window_cols_avx2, decisions_avx2 },
 #endif
 };
 
@@ -807,12 +818,19 @@ static double window_decision(const apple_svm_t *m, double mean, double std)
 void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
 			 int r0, int r1, uint8_t *seg)
 {
+	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	enum { CHUNK = 256 };
+	double d[CHUNK];
+
 	for (int r = r0; r < r1; r++)
-		for (int c = 0; c < nw; c++) {
-			size_t o = (size_t)r * nw + c;
-			double d = window_decision(m, mean[o], std[o]);
-			int label = d > 0 ? m->label_pos : 1 - m->label_pos;
-			seg[(size_t)(r - r0) * nw + c] = (uint8_t)(label == 1);
+		for (int c0 = 0; c0 < nw; c0 += CHUNK) {
+			const int n = nw - c0 < CHUNK ? nw - c0 : CHUNK;
+			const size_t o = (size_t)r * nw + c0;
+			v->decisions(m, mean + o, std + o, n, d);
+			for (int c = 0; c < n; c++) {
+				int label = d[c] > 0 ? m->label_pos : 1 - m->label_pos;
+				seg[(size_t)(r - r0) * nw + c0 + c] = (uint8_t)(label == 1);
+			}
 		}
 }
 

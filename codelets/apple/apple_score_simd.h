@@ -339,6 +339,58 @@ static void AS_FN(window_cols)(const double *a, const double *b, int nw, int r, 
 	}
 }
 
+/* exp() of every lane: glibc's libmvec two lanes at a time where the
+ * build has it (AS_MVEC_EXP), the same 2-wide call in every variant so
+ * that the variants agree to the bit; scalar exp() otherwise. */
+static inline AS_VD AS_FN(vexp)(AS_VD x)
+{
+	AS_VD r;
+#ifdef AS_MVEC_EXP
+	for (int l = 0; l < AS_W; l += 2) {
+		as_v2d_t h = { x[l], x[l + 1] }, e = _ZGVbN2v_exp(h);
+		r[l] = e[0];
+		r[l + 1] = e[1];
+	}
+#else
+	for (int l = 0; l < AS_W; l++)
+		r[l] = exp(x[l]);
+#endif
+	return r;
+}
+
+/* The SVM's decision values d[c] of n windows (features mean[c], std[c],
+ * standardised as in training), AS_W windows as lanes: per lane
+ * apple_svm_decision()'s operations in its order, with vexp() for exp();
+ * the last lanes of a short tail repeat window n - 1. */
+static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const double *std, int n,
+			     double *d)
+{
+	const double mu0 = m->mu[0], mu1 = m->mu[1], s0 = m->scale[0], s1 = m->scale[1];
+	const double ng = -m->gamma;
+	const AS_VD zero = { 0 };
+
+	for (int c = 0; c < n; c += AS_W) {
+		AS_VD f0, f1, sum = zero;
+		for (int l = 0; l < AS_W; l++) {
+			int w = c + l < n ? c + l : n - 1;
+			f0[l] = mean[w];
+			f1[l] = std[w];
+		}
+		f0 = (f0 - mu0) / s0;
+		f1 = (f1 - mu1) / s1;
+		for (int i = 0; i < m->nsv; i++) {
+			AS_VD d0 = f0 - m->sv[2 * i], d1 = f1 - m->sv[2 * i + 1];
+			AS_VD d2 = zero;
+			d2 += d0 * d0;
+			d2 += d1 * d1;
+			sum += m->coef[i] * AS_FN(vexp)(ng * d2); /* -(g) d2 = -(g d2) exactly */
+		}
+		sum -= m->rho;
+		for (int l = 0; l < AS_W && c + l < n; l++)
+			d[c + l] = sum[l];
+	}
+}
+
 #undef AS_VD
 #undef AS_VL
 #undef AS_W
