@@ -146,9 +146,19 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 /* Responses max(cc) - mean(cc), cc = IFFT(FFT(r) conj(FFT(w))) of size
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
- * references: resp[(k - qbegin) * nref + r]. */
+ * references: resp[(k - qbegin) * nref + r].  For q = 2m with m odd and
+ * m <= 15 (q = 6, 10, ..., 30) the inverses run as hand-written DFTs in
+ * SIMD lanes, one reference per lane (the "lanes" route); for other q
+ * through FFTW's plans (the "fftw" route).  The two differ by rounding
+ * (~1e-15 of the largest response). */
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
+
+/* Which route apple_score_responses() takes with f: 1 lanes, 0 fftw.
+ * apple_score_fft_set_lanes(f, 0) forces FFTW's (tests, A/B runs); 1
+ * restores the lanes where q and the CPU variant allow them. */
+int apple_score_fft_lanes(const apple_score_fft_t *f);
+void apple_score_fft_set_lanes(apple_score_fft_t *f, int on);
 
 /* The per-pair loops of apple_score_responses() in one SIMD variant
  * (src/base/cpuisa.h), for tests: product(R1, R2, W, P1, P2, ns) sets
@@ -163,7 +173,10 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
  * inside res [.][n_x]) into im and, unless NULL, out32; window_sums(row,
  * nw, q, a, b) are apple_moments()'s row sums of q values and of their
  * squares for windows c < nw, and window_cols(a, b, nw, r, q, inv, mean,
- * std) its column pass for output row r; decisions(m, mean, std, n, d) are
+ * std) its column pass for output row r; lane_pairs(m, tab, Rl, wr, wi, Y,
+ * inv, out) are the responses of width references (lanes) to one query
+ * for q = 2m (apple_score_responses()'s lanes route; -1 for an m it does
+ * not cover); decisions(m, mean, std, n, d) are
  * apple_svm_decision()'s values of n windows' moments (standardised), with
  * libmvec's exp where the build has it (within a few ulp of exp()'s).
  * NULL where the variant cannot run here.  Every variant computes the same
@@ -183,6 +196,9 @@ typedef struct apple_score_simd {
 			    double *mean, double *std);
 	void (*decisions)(const struct apple_svm *m, const double *mean, const double *std, int n,
 			  double *d);
+	int (*lane_pairs)(int m, const double *tab, const double *Rl, const double *wr,
+			  const double *wi, double *Y, double inv, double *out);
+	int width; /* doubles per vector: references per lane_pairs() call */
 } apple_score_simd_t;
 const apple_score_simd_t *apple_score_simd(int isa);
 

@@ -73,10 +73,11 @@ SP_AVX2_END
 
 static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
 	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base, lowpass_row_base,
-			      window_sums_base, window_cols_base, decisions_base },
+			      window_sums_base, window_cols_base, decisions_base, lane_pairs_base,
+			      SP_BASELINE_W },
 #if SP_HAVE_AVX2_VARIANT
 	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2, lowpass_row_avx2,
-			  window_sums_avx2, window_cols_avx2, decisions_avx2 },
+			  window_sums_avx2, window_cols_avx2, decisions_avx2, lane_pairs_avx2, 4 },
 #endif
 };
 
@@ -420,6 +421,13 @@ struct apple_score_fft {
 	fftw_plan inv_rows;   /* cols -> real, the q row c2r's */
 	fftw_plan inv_cols2;  /* the column DFTs of two products at once */
 	fftw_plan inv_rowsz;  /* z -> zout, q complex row DFTs (backward) */
+	/* the lanes route (q = 2 lm, lm odd <= AS_LANE_MAXM; else lm = 0) */
+	int lm, lanes;        /* lanes: the route is on */
+	double tab[4 * AS_LANE_T]; /* cos, sin, 2 cos, 2 sin of 2 pi j k / lm */
+	double *rl;           /* [ngroups][2][ns][width] the references in lanes */
+	size_t rl_cap;        /* doubles allocated at rl */
+	double *wl;           /* [APPLE_QBLOCK][2][ns] queries' spectra, re then im */
+	double *y;            /* [2][ns][4] the column pass's output */
 };
 
 size_t apple_score_spec_size(int q)
@@ -442,8 +450,10 @@ apple_score_fft_t *apple_score_fft_init(int q)
 	f->z = fftw_malloc(sizeof(fftw_complex) * (size_t)q * q);
 	f->zout = fftw_malloc(sizeof(fftw_complex) * (size_t)q * q);
 	f->wspec = fftw_malloc(sizeof(fftw_complex) * ns * APPLE_QBLOCK);
+	f->wl = fftw_malloc(sizeof(double) * 2 * ns * APPLE_QBLOCK);
+	f->y = fftw_malloc(sizeof(double) * 2 * ns * 4);
 	if (f->real == NULL || f->spec == NULL || f->cols == NULL || f->z == NULL ||
-	    f->zout == NULL || f->wspec == NULL) {
+	    f->zout == NULL || f->wspec == NULL || f->wl == NULL || f->y == NULL) {
 		apple_score_fft_free(&f);
 		return NULL;
 	}
@@ -468,7 +478,32 @@ apple_score_fft_t *apple_score_fft_init(int q)
 		apple_score_fft_free(&f);
 		return NULL;
 	}
+	if (q % 4 == 2 && q / 2 <= AS_LANE_MAXM) {
+		const int m = q / 2;
+		f->lm = m;
+		for (int j = 1; j <= (m - 1) / 2; j++)
+			for (int k = 1; k <= (m - 1) / 2; k++) {
+				/* j k mod m: the angle's exact multiple of 2 pi / m */
+				double c = cos(2.0 * M_PI * (double)(j * k % m) / m);
+				double sn = sin(2.0 * M_PI * (double)(j * k % m) / m);
+				AS_TAB(f->tab, 0, j, k) = c;
+				AS_TAB(f->tab, 1, j, k) = sn;
+				AS_TAB(f->tab, 2, j, k) = 2.0 * c;
+				AS_TAB(f->tab, 3, j, k) = 2.0 * sn;
+			}
+	}
+	apple_score_fft_set_lanes(f, 1);
 	return f;
+}
+
+int apple_score_fft_lanes(const apple_score_fft_t *f)
+{
+	return f->lanes;
+}
+
+void apple_score_fft_set_lanes(apple_score_fft_t *f, int on)
+{
+	f->lanes = on && f->lm > 0 && score_simd[sp_cpu_isa()].lane_pairs != NULL;
 }
 
 void apple_score_fft_free(apple_score_fft_t **fp)
@@ -494,6 +529,9 @@ void apple_score_fft_free(apple_score_fft_t **fp)
 	fftw_free(f->z);
 	fftw_free(f->zout);
 	fftw_free(f->wspec);
+	fftw_free(f->wl);
+	fftw_free(f->y);
+	free(f->rl);
 	free(f);
 	*fp = NULL;
 }
@@ -531,9 +569,67 @@ static void pack_rows(apple_score_fft_t *f, const apple_score_simd_t *v)
 			    (const double *)(f->cols + ns + (size_t)t * nh), (double *)(f->z + (size_t)t * q), q);
 }
 
+/* apple_score_responses()'s lanes route: the references in lanes of the
+ * variant's width (zeros past nref; those lanes' results are dropped),
+ * then per block of queries their spectra (re, im apart) and every
+ * (reference group, query) pair. */
+static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
+			   const double *spec, int nref, int qbegin, int qend, double *resp)
+{
+	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const int w = v->width, ng = (nref + w - 1) / w, h = q / 2;
+	const size_t ns = apple_score_spec_size(q), gsz = 2 * ns * (size_t)w;
+	const double inv = 1.0 / ((double)q * q);
+
+	if ((size_t)ng * gsz > f->rl_cap) {
+		double *rl = realloc(f->rl, sizeof(double) * (size_t)ng * gsz);
+		if (rl == NULL)
+			return -1;
+		f->rl = rl;
+		f->rl_cap = (size_t)ng * gsz;
+	}
+	for (int g = 0; g < ng; g++)
+		for (int l = 0; l < w; l++) {
+			const int r = g * w + l;
+			double *dst = f->rl + (size_t)g * gsz + l;
+			for (size_t e = 0; e < ns; e++) {
+				dst[e * w] = r < nref ? spec[2 * ns * (size_t)r + 2 * e] : 0.0;
+				dst[(ns + e) * w] = r < nref ? spec[2 * ns * (size_t)r + 2 * e + 1] : 0.0;
+			}
+		}
+	for (int k0 = qbegin; k0 < qend; k0 += APPLE_QBLOCK) {
+		const int k1 = qend - k0 < APPLE_QBLOCK ? qend : k0 + APPLE_QBLOCK;
+		for (int k = k0; k < k1; k++) {
+			window_fft(f, im, nx, (k / gx) * h, (k % gx) * h);
+			double *wr = f->wl + 2 * ns * (size_t)(k - k0), *wi = wr + ns;
+			const double *sp = (const double *)f->spec;
+			for (size_t e = 0; e < ns; e++) {
+				wr[e] = sp[2 * e];
+				wi[e] = sp[2 * e + 1];
+			}
+		}
+		for (int g = 0; g < ng; g++)
+			for (int k = k0; k < k1; k++) {
+				const double *wr = f->wl + 2 * ns * (size_t)(k - k0);
+				double out[4];
+				v->lane_pairs(f->lm, f->tab, f->rl + (size_t)g * gsz, wr, wr + ns, f->y, inv,
+					      out);
+				double *dst = resp + (size_t)(k - qbegin) * nref + (size_t)g * w;
+				for (int l = 0; l < w && g * w + l < nref; l++)
+					dst[l] = out[l];
+			}
+	}
+	return 0;
+}
+
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp)
 {
+	if (f->lanes && q == 2 * f->lm &&
+	    responses_lanes(f, im, nx, q, gx, spec, nref, qbegin, qend, resp) == 0)
+		return;
+	/* FFTW's route (also when the references' lane copy cannot be
+	 * allocated) */
 	const size_t ns = apple_score_spec_size(q), nn = (size_t)q * q;
 	const double inv = 1.0 / (double)nn;
 	const int h = q / 2;

@@ -391,6 +391,218 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
 	}
 }
 
+/* ---- the score's inverse transforms in lanes (q = 2m, m odd) ----------
+ * AS_W references are AS_W lanes; one query's spectrum W is broadcast.
+ * Per lane, the same operations as a scalar loop would do, so every
+ * variant computes the same bits (no FMA, no horizontal operation).
+ *
+ * The 2-D inverse of P = R conj(W) ([q][m + 1] half spectrum) is its
+ * column DFTs (length q, complex), then the rows' real inverses (length q,
+ * Hermitian input).  Both use q = 2 m with m odd as Good-Thomas (prime
+ * factor) indexing, n = (m n1 + 2 n2) mod q: no twiddle factors, two
+ * DFTs of length m of x[2 n2] +- x[2 n2 + m], X[k] = DFT_m(A or B by the
+ * parity of k)[k mod m].  A DFT of odd length m pairs its inputs j and
+ * m - j (sums p_j and differences d_j), so that its outputs k and m - k
+ * share the cosine sums C_k and the sine sums S_k: X_k = C_k + i S_k,
+ * X_(m-k) = C_k - i S_k (complex for the columns; for the rows the
+ * input of each half is Hermitian and the outputs real).  Which row an
+ * output lands in does not matter: only the maximum over all of them is
+ * kept.  tab: cos, sin, 2 cos and 2 sin of 2 pi j k / m, j, k = 1..(m-1)/2,
+ * at [c][j][k], AS_LANE_T doubles per c (apple_score_fft_init()). */
+#ifndef AS_LANE_MAXM
+#define AS_LANE_MAXM 15
+#define AS_LANE_MAXH ((AS_LANE_MAXM - 1) / 2)
+#define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
+#define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
+#endif
+
+static inline AS_VD AS_FN(vmax)(AS_VD x, AS_VD m) /* x > m ? x : m per lane */
+{
+#if defined(__x86_64__) && AS_W == 4
+	return (AS_VD)_mm256_max_pd((__m256d)x, (__m256d)m);
+#elif defined(__x86_64__) && AS_W == 2
+	return (AS_VD)_mm_max_pd((__m128d)x, (__m128d)m);
+#else
+	for (int l = 0; l < AS_W; l++)
+		m[l] = x[l] > m[l] ? x[l] : m[l];
+	return m;
+#endif
+}
+
+/* Complex DFT of odd length m (backward, e^{+2 pi i j k / m}): a -> x. */
+static inline __attribute__((always_inline)) void AS_FN(lane_cdft)(const int m, const double *tab,
+								  const AS_VD *ar, const AS_VD *ai,
+								  AS_VD *xr, AS_VD *xi)
+{
+	const int h = (m - 1) / 2;
+	AS_VD pr[AS_LANE_MAXH + 1], pi[AS_LANE_MAXH + 1], dr[AS_LANE_MAXH + 1], di[AS_LANE_MAXH + 1];
+	AS_VD s0r = ar[0], s0i = ai[0];
+
+#pragma GCC unroll 16
+	for (int j = 1; j <= h; j++) {
+		pr[j] = ar[j] + ar[m - j];
+		pi[j] = ai[j] + ai[m - j];
+		dr[j] = ar[j] - ar[m - j];
+		di[j] = ai[j] - ai[m - j];
+		s0r += pr[j];
+		s0i += pi[j];
+	}
+	xr[0] = s0r;
+	xi[0] = s0i;
+#pragma GCC unroll 16
+	for (int k = 1; k <= h; k++) {
+		AS_VD cr = ar[0], ci = ai[0];
+		AS_VD sr = dr[1] * AS_TAB(tab, 1, 1, k), si = di[1] * AS_TAB(tab, 1, 1, k);
+		cr += pr[1] * AS_TAB(tab, 0, 1, k);
+		ci += pi[1] * AS_TAB(tab, 0, 1, k);
+#pragma GCC unroll 16
+		for (int j = 2; j <= h; j++) {
+			cr += pr[j] * AS_TAB(tab, 0, j, k);
+			ci += pi[j] * AS_TAB(tab, 0, j, k);
+			sr += dr[j] * AS_TAB(tab, 1, j, k);
+			si += di[j] * AS_TAB(tab, 1, j, k);
+		}
+		xr[k] = cr - si; /* C + i (i d sin) */
+		xi[k] = ci + sr;
+		xr[m - k] = cr + si;
+		xi[m - k] = ci - sr;
+	}
+}
+
+/* The maximum of mx and the real DFT of odd length m of a Hermitian
+ * sequence given by a0 (real) and a[1..(m-1)/2]. */
+static inline __attribute__((always_inline)) AS_VD AS_FN(lane_rdft_max)(const int m, const double *tab,
+									AS_VD a0, const AS_VD *ar,
+									const AS_VD *ai, AS_VD mx)
+{
+	const int h = (m - 1) / 2;
+	AS_VD s = ar[1];
+
+#pragma GCC unroll 16
+	for (int j = 2; j <= h; j++)
+		s += ar[j];
+	mx = AS_FN(vmax)(a0 + s * 2.0, mx);
+#pragma GCC unroll 16
+	for (int k = 1; k <= h; k++) {
+		AS_VD c = a0 + ar[1] * AS_TAB(tab, 2, 1, k), sv = ai[1] * AS_TAB(tab, 3, 1, k);
+#pragma GCC unroll 16
+		for (int j = 2; j <= h; j++) {
+			c += ar[j] * AS_TAB(tab, 2, j, k);
+			sv += ai[j] * AS_TAB(tab, 3, j, k);
+		}
+		mx = AS_FN(vmax)(c - sv, mx);
+		mx = AS_FN(vmax)(c + sv, mx);
+	}
+	return mx;
+}
+
+/* out[l] = (max cc_l - P_l[0]) inv, cc_l the circular cross-correlation of
+ * lane l's reference with the query: Rl [2][q (m + 1)][AS_W] (re, then im,
+ * of the references' half spectra), wr, wi [q (m + 1)] the query's; Y
+ * scratch of 2 q (m + 1) AS_W doubles. */
+static inline __attribute__((always_inline)) void AS_FN(lane_body)(const int m, const double *tab,
+								  const double *Rl, const double *wr,
+								  const double *wi, double *Y, double inv,
+								  double *out)
+{
+	const int q = 2 * m, nh = m + 1, h = (m - 1) / 2;
+	const size_t ns = (size_t)q * nh;
+	AS_VD *Yr = (AS_VD *)Y, *Yi = Yr + ns;
+
+	for (int u = 0; u < nh; u++) {
+		AS_VD ar[AS_LANE_MAXM], ai[AS_LANE_MAXM], br[AS_LANE_MAXM], bi[AS_LANE_MAXM];
+		AS_VD xr[AS_LANE_MAXM], xi[AS_LANE_MAXM];
+#pragma GCC unroll 16
+		for (int n2 = 0; n2 < m; n2++) {
+			const size_t o1 = (size_t)(2 * n2) * nh + u, o2 = (size_t)((2 * n2 + m) % q) * nh + u;
+			AS_VD r1, i1, r2, i2;
+			memcpy(&r1, Rl + o1 * AS_W, sizeof r1);
+			memcpy(&i1, Rl + (ns + o1) * AS_W, sizeof i1);
+			memcpy(&r2, Rl + o2 * AS_W, sizeof r2);
+			memcpy(&i2, Rl + (ns + o2) * AS_W, sizeof i2);
+			/* R conj(W): re = a c + b d, im = b c - a d (product()'s) */
+			AS_VD x1r = r1 * wr[o1] + i1 * wi[o1], x1i = i1 * wr[o1] - r1 * wi[o1];
+			AS_VD x2r = r2 * wr[o2] + i2 * wi[o2], x2i = i2 * wr[o2] - r2 * wi[o2];
+			ar[n2] = x1r + x2r;
+			ai[n2] = x1i + x2i;
+			br[n2] = x1r - x2r;
+			bi[n2] = x1i - x2i;
+		}
+		AS_FN(lane_cdft)(m, tab, ar, ai, xr, xi);
+#pragma GCC unroll 16
+		for (int k = 0; k < m; k++) {
+			Yr[(size_t)k * nh + u] = xr[k];
+			Yi[(size_t)k * nh + u] = xi[k];
+		}
+		AS_FN(lane_cdft)(m, tab, br, bi, xr, xi);
+#pragma GCC unroll 16
+		for (int k = 0; k < m; k++) {
+			Yr[(size_t)(m + k) * nh + u] = xr[k];
+			Yi[(size_t)(m + k) * nh + u] = xi[k];
+		}
+	}
+	/* rows: Z[u] = Y[u] (u <= m), conj(Y[q - u]) beyond; its Good-Thomas
+	 * halves A'_j = Z[2j] + Z[2j + m], B'_j = Z[2j] - Z[2j + m], with
+	 * Z[2j + m] = conj(Y[m - 2j]) (j >= 1), Z[m] = Y[m]; the imaginary
+	 * parts of Y[0] and Y[m] are not used (as a c2r's) */
+	AS_VD mx = Yr[0];
+	for (int t = 0; t < q; t++) {
+		const AS_VD *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
+		AS_VD pr[AS_LANE_MAXH + 1], pi[AS_LANE_MAXH + 1], qr[AS_LANE_MAXH + 1], qi[AS_LANE_MAXH + 1];
+#pragma GCC unroll 16
+		for (int j = 1; j <= h; j++) {
+			pr[j] = yr[2 * j] + yr[m - 2 * j];
+			pi[j] = yi[2 * j] - yi[m - 2 * j];
+			qr[j] = yr[2 * j] - yr[m - 2 * j];
+			qi[j] = yi[2 * j] + yi[m - 2 * j];
+		}
+		mx = AS_FN(lane_rdft_max)(m, tab, yr[0] + yr[m], pr, pi, mx);
+		mx = AS_FN(lane_rdft_max)(m, tab, yr[0] - yr[m], qr, qi, mx);
+	}
+	AS_VD r0, i0;
+	memcpy(&r0, Rl, sizeof r0);
+	memcpy(&i0, Rl + ns * AS_W, sizeof i0);
+	const AS_VD res = (mx - (r0 * wr[0] + i0 * wi[0])) * inv;
+	memcpy(out, &res, sizeof res);
+}
+
+#define AS_LANE_M(M)                                                                                 \
+	static void AS_FN(lane_pairs_##M)(const double *tab, const double *Rl, const double *wr,    \
+					  const double *wi, double *Y, double inv, double *out)     \
+	{                                                                                            \
+		AS_FN(lane_body)(M, tab, Rl, wr, wi, Y, inv, out);                                   \
+	}
+AS_LANE_M(3)
+AS_LANE_M(5)
+AS_LANE_M(7)
+AS_LANE_M(9)
+AS_LANE_M(11)
+AS_LANE_M(13)
+AS_LANE_M(15)
+#undef AS_LANE_M
+
+/* lane_body() for m = 3, 5, ..., AS_LANE_MAXM; 0, or -1 for another m. */
+static int AS_FN(lane_pairs)(int m, const double *tab, const double *Rl, const double *wr,
+			     const double *wi, double *Y, double inv, double *out)
+{
+	switch (m) {
+#define AS_CASE(M)                                                     \
+	case M:                                                        \
+		AS_FN(lane_pairs_##M)(tab, Rl, wr, wi, Y, inv, out);   \
+		return 0;
+		AS_CASE(3)
+		AS_CASE(5)
+		AS_CASE(7)
+		AS_CASE(9)
+		AS_CASE(11)
+		AS_CASE(13)
+		AS_CASE(15)
+#undef AS_CASE
+	default:
+		return -1;
+	}
+}
+
 #undef AS_VD
 #undef AS_VL
 #undef AS_W
