@@ -825,6 +825,142 @@ static void test_prep_variants(void **state)
 	free(sdr);
 }
 
+/* A 120 x 120 image's responses for q (5 references: an odd count, not a
+ * multiple of any lane width) through one route of apple_score_responses()
+ * against FFTW's 2-D c2r of each product, max, minus P[0], over q^2:
+ * within 1e-13 of the largest response.  FFTW's route pairs references,
+ * so its odd last one goes through the two-pass c2r alone: bit-identical
+ * to the 2-D plan where that plan runs the same codelets (q = 6, 10, 26,
+ * 30 here; not 28). */
+static void check_inverse(int q, int lanes)
+{
+	enum { N = 120, NREF = 5 };
+	const int g = 2 * N / q - 1, ns = (int)apple_score_spec_size(q);
+	const int32_t ref[2 * NREF] = { 5, 9, 70, 41, 33, 88, 60, 60, 0, 0 };
+	double *im = xmalloc(sizeof(double) * N * N);
+	double *spec = xmalloc(sizeof(double) * 2 * ns * NREF);
+	double *resp = xmalloc(sizeof(double) * g * g * NREF);
+	fftw_complex *in = fftw_malloc(sizeof(fftw_complex) * ns), *wsp = fftw_malloc(sizeof(fftw_complex) * ns);
+	double *real = fftw_malloc(sizeof(double) * q * q);
+	apple_score_fft_t *f = apple_score_fft_init(q);
+	assert_non_null(f);
+	apple_score_fft_set_lanes(f, lanes);
+	if (lanes && !apple_score_fft_lanes(f)) {
+		/* only q = 2m, m odd, m <= APPLE_LANE_MAXM lacks nothing */
+		assert_false(q % 4 == 2 && q / 2 <= APPLE_LANE_MAXM);
+		print_message("# inverse q = %d: no lanes route (as documented)\n", q);
+		goto out;
+	}
+	if (!lanes)
+		assert_int_equal(apple_score_fft_lanes(f), 0);
+	for (int i = 0; i < N * N; i++)
+		im[i] = urand() - 0.3;
+	apple_score_refs_fft(f, im, N, q, ref, NREF, spec);
+	for (int i = 0; i < g * g * NREF; i++)
+		resp[i] = NAN;
+	apple_score_responses(f, im, N, q, g, spec, NREF, 0, g * g, resp);
+	fftw_plan fwd = fftw_plan_dft_r2c_2d(q, q, real, wsp, FFTW_ESTIMATE);
+	fftw_plan inv = fftw_plan_dft_c2r_2d(q, q, in, real, FFTW_ESTIMATE);
+	int same = 0, same_odd = 0;
+	double dmax = 0, rmax = 0;
+	for (int k = 0; k < g * g; k++) {
+		for (int y = 0; y < q; y++)
+			memcpy(real + y * q, im + ((k / g) * q / 2 + y) * N + (k % g) * q / 2,
+			       sizeof(double) * q);
+		fftw_execute(fwd);
+		for (int r = 0; r < NREF; r++) {
+			const double *Rr = spec + 2 * ns * r, *Wk = (const double *)wsp;
+			for (int t = 0; t < ns; t++) {
+				in[t][0] = Rr[2 * t] * Wk[2 * t] + Rr[2 * t + 1] * Wk[2 * t + 1];
+				in[t][1] = Rr[2 * t + 1] * Wk[2 * t] - Rr[2 * t] * Wk[2 * t + 1];
+			}
+			double p0 = in[0][0];
+			fftw_execute(inv);
+			double m = real[0];
+			for (int t = 1; t < q * q; t++)
+				m = real[t] > m ? real[t] : m;
+			double want = (m - p0) * (1.0 / (q * q)), got = resp[k * NREF + r];
+			int eq = memcmp(&want, &got, sizeof(double)) == 0;
+			same += eq;
+			same_odd += eq && r == NREF - 1;
+			dmax = fmax(dmax, isnan(got) ? INFINITY : fabs(got - want));
+			rmax = fmax(rmax, fabs(want));
+		}
+	}
+	print_message("# inverse q = %d, %s route: %d of %d responses bit-identical to the 2-D "
+		      "plan's, max |diff| %.1e of max |response| %.1e\n", q, lanes ? "lanes" : "fftw",
+		      same, g * g * NREF, dmax, rmax);
+	if (!lanes && q % 4 == 2) /* FFTW's 2-D plan runs the two passes' codelets (not for 28) */
+		assert_int_equal(same_odd, g * g);
+	assert_true(dmax <= 1e-13 * rmax);
+	fftw_destroy_plan(fwd);
+	fftw_destroy_plan(inv);
+out:
+	apple_score_fft_free(&f);
+	fftw_free(in);
+	fftw_free(wsp);
+	fftw_free(real);
+	free(im);
+	free(spec);
+	free(resp);
+}
+
+/* Every variant's lane_pairs() on the same references (packed at its
+ * width, zeros past the last) and queries: bit-identical results, every m
+ * of the route; an m outside it answers -1. */
+static void check_lane_variants(void)
+{
+	enum { NREF = 7, NQ = 3 };
+	for (int m = 3; m <= APPLE_LANE_MAXM + 2; m += 2) {
+		const int q = 2 * m;
+		const size_t ns = (size_t)q * (m + 1);
+		double tab[APPLE_LANE_TAB], first[NQ][NREF], *R = xmalloc(sizeof(double) * 2 * ns * NREF);
+		double *Wq = xmalloc(sizeof(double) * 2 * ns * NQ), *Rl = xmalloc(sizeof(double) * 8 * ns);
+		double *Y = xmalloc(sizeof(double) * 8 * ns);
+		int ran = 0;
+		apple_score_lane_tab(m <= APPLE_LANE_MAXM ? m : 3, tab);
+		for (size_t i = 0; i < 2 * ns * NREF; i++)
+			R[i] = urand() - 0.5;
+		for (size_t i = 0; i < 2 * ns * NQ; i++)
+			Wq[i] = urand() - 0.5;
+		for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+			const apple_score_simd_t *v = apple_score_simd(isa);
+			if (v == NULL)
+				continue;
+			const int w = v->width;
+			for (int g = 0; g * w < NREF; g++) {
+				for (int l = 0; l < w; l++)
+					for (size_t e = 0; e < 2 * ns; e++) /* re block, im block */
+						Rl[e * w + l] = g * w + l < NREF ? R[2 * ns * (g * w + l) + e] : 0.0;
+				for (int k = 0; k < NQ; k++) {
+					double out[4];
+					int rc = v->lane_pairs(m, tab, Rl, Wq + 2 * ns * k, Wq + 2 * ns * k + ns,
+							       Y, 1.0 / (q * q), out);
+					if (m > APPLE_LANE_MAXM) {
+						assert_int_equal(rc, -1);
+						continue;
+					}
+					assert_int_equal(rc, 0);
+					for (int l = 0; l < w && g * w + l < NREF; l++) {
+						if (ran == 0)
+							first[k][g * w + l] = out[l];
+						else
+							assert_memory_equal(&first[k][g * w + l], &out[l],
+									    sizeof(double));
+					}
+				}
+			}
+			ran++;
+		}
+		assert_true(ran >= 1);
+		free(R);
+		free(Wq);
+		free(Rl);
+		free(Y);
+	}
+	print_message("# lanes: every variant's responses bit-identical, m = 3..%d\n", APPLE_LANE_MAXM);
+}
+
 static void test_score_variants(void **state)
 {
 	enum { NS = 364, NMAX = 700 };
@@ -927,62 +1063,14 @@ static void test_score_variants(void **state)
 	}
 	assert_true(ran >= 1);
 
-	/* the inverse (apple_score_responses) against the 2-D plan */
-	const int n = 120, q = 26, g = 2 * n / q - 1, nref = 3, ns = (int)apple_score_spec_size(q);
-	int32_t ref[6] = { 5, 9, 70, 41, 33, 88 };
-	double *im = xmalloc(sizeof(double) * n * n);
-	double *spec = xmalloc(sizeof(double) * 2 * ns * nref);
-	double *resp = xmalloc(sizeof(double) * g * g * nref);
-	fftw_complex *in = fftw_malloc(sizeof(fftw_complex) * ns), *wsp = fftw_malloc(sizeof(fftw_complex) * ns);
-	double *real = fftw_malloc(sizeof(double) * q * q);
-	apple_score_fft_t *f = apple_score_fft_init(q);
-	assert_non_null(f);
-	for (int i = 0; i < n * n; i++)
-		im[i] = urand() - 0.3;
-	apple_score_refs_fft(f, im, n, q, ref, nref, spec);
-	apple_score_responses(f, im, n, q, g, spec, nref, 0, g * g, resp);
-	fftw_plan fwd = fftw_plan_dft_r2c_2d(q, q, real, wsp, FFTW_ESTIMATE);
-	fftw_plan inv = fftw_plan_dft_c2r_2d(q, q, in, real, FFTW_ESTIMATE);
-	int same = 0, same_odd = 0;
-	double dmax = 0, rmax = 0;
-	for (int k = 0; k < g * g; k++) {
-		for (int y = 0; y < q; y++)
-			memcpy(real + y * q, im + ((k / g) * q / 2 + y) * n + (k % g) * q / 2,
-			       sizeof(double) * q);
-		fftw_execute(fwd);
-		for (int r = 0; r < nref; r++) {
-			const double *Rr = spec + 2 * ns * r, *Wk = (const double *)wsp;
-			for (int t = 0; t < ns; t++) {
-				in[t][0] = Rr[2 * t] * Wk[2 * t] + Rr[2 * t + 1] * Wk[2 * t + 1];
-				in[t][1] = Rr[2 * t + 1] * Wk[2 * t] - Rr[2 * t] * Wk[2 * t + 1];
-			}
-			double p0 = in[0][0];
-			fftw_execute(inv);
-			double m = real[0];
-			for (int t = 1; t < q * q; t++)
-				m = real[t] > m ? real[t] : m;
-			double want = (m - p0) * (1.0 / (q * q)), got = resp[k * nref + r];
-			int eq = memcmp(&want, &got, sizeof(double)) == 0;
-			same += eq;
-			same_odd += eq && r == nref - 1;
-			dmax = fmax(dmax, fabs(got - want));
-			rmax = fmax(rmax, fabs(want));
-		}
-	}
-	print_message("# inverse: %d of %d responses bit-identical to the 2-D plan's (all %d of the "
-		      "odd last reference's must be), max |diff| %.1e of max |response| %.1e\n",
-		      same, g * g * nref, same_odd, dmax, rmax);
-	assert_int_equal(same_odd, g * g);
-	assert_true(dmax <= 1e-13 * rmax);
-	fftw_destroy_plan(fwd);
-	fftw_destroy_plan(inv);
-	apple_score_fft_free(&f);
-	fftw_free(in);
-	fftw_free(wsp);
-	fftw_free(real);
-	free(im);
-	free(spec);
-	free(resp);
+	/* the inverse (apple_score_responses) against the 2-D plan, both
+	 * routes; q = 28 has no lanes route */
+	static const int qs[] = { 26, 10, 30, 6, 28 };
+	for (size_t qi = 0; qi < sizeof qs / sizeof *qs; qi++)
+		for (int lanes = 1; lanes >= 0; lanes--)
+			check_inverse(qs[qi], lanes);
+	check_lane_variants();
+
 	free(R);
 	free(W);
 	free(P);

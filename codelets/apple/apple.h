@@ -154,6 +154,15 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
+/* The lanes route's largest m, and its table of cosines and sines for
+ * m (odd, 3 <= m <= APPLE_LANE_MAXM): cos, sin, 2 cos, 2 sin of
+ * 2 pi j k / m for j, k = 1..(m - 1)/2, each [APPLE_LANE_H + 1]^2 doubles
+ * at [j][k] (lane_pairs()' tab). */
+#define APPLE_LANE_MAXM 15
+#define APPLE_LANE_H ((APPLE_LANE_MAXM - 1) / 2)
+#define APPLE_LANE_TAB (4 * (APPLE_LANE_H + 1) * (APPLE_LANE_H + 1))
+void apple_score_lane_tab(int m, double tab[APPLE_LANE_TAB]);
+
 /* Which route apple_score_responses() takes with f: 1 lanes, 0 fftw.
  * apple_score_fft_set_lanes(f, 0) forces FFTW's (tests, A/B runs); 1
  * restores the lanes where q and the CPU variant allow them. */

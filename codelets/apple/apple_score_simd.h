@@ -408,10 +408,13 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
  * input of each half is Hermitian and the outputs real).  Which row an
  * output lands in does not matter: only the maximum over all of them is
  * kept.  tab: cos, sin, 2 cos and 2 sin of 2 pi j k / m, j, k = 1..(m-1)/2,
- * at [c][j][k], AS_LANE_T doubles per c (apple_score_fft_init()). */
+ * at [c][j][k], AS_LANE_T doubles per c (apple_score_lane_tab()).  Every m
+ * the route covers has its own function (AS_LANE_M below), so that each
+ * loop has a constant trip count and is unrolled: the sums live in
+ * registers. */
 #ifndef AS_LANE_MAXM
-#define AS_LANE_MAXM 15
-#define AS_LANE_MAXH ((AS_LANE_MAXM - 1) / 2)
+#define AS_LANE_MAXM APPLE_LANE_MAXM
+#define AS_LANE_MAXH APPLE_LANE_H
 #define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
 #define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
 #endif
@@ -505,9 +508,10 @@ static inline __attribute__((always_inline)) void AS_FN(lane_body)(const int m, 
 								  const double *wi, double *Y, double inv,
 								  double *out)
 {
+	typedef AS_VD vdu_t __attribute__((aligned(8))); /* Y: any double alignment */
 	const int q = 2 * m, nh = m + 1, h = (m - 1) / 2;
 	const size_t ns = (size_t)q * nh;
-	AS_VD *Yr = (AS_VD *)Y, *Yi = Yr + ns;
+	vdu_t *Yr = (vdu_t *)Y, *Yi = Yr + ns;
 
 	for (int u = 0; u < nh; u++) {
 		AS_VD ar[AS_LANE_MAXM], ai[AS_LANE_MAXM], br[AS_LANE_MAXM], bi[AS_LANE_MAXM];
@@ -547,7 +551,7 @@ static inline __attribute__((always_inline)) void AS_FN(lane_body)(const int m, 
 	 * parts of Y[0] and Y[m] are not used (as a c2r's) */
 	AS_VD mx = Yr[0];
 	for (int t = 0; t < q; t++) {
-		const AS_VD *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
+		const vdu_t *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
 		AS_VD pr[AS_LANE_MAXH + 1], pi[AS_LANE_MAXH + 1], qr[AS_LANE_MAXH + 1], qi[AS_LANE_MAXH + 1];
 #pragma GCC unroll 16
 		for (int j = 1; j <= h; j++) {
