@@ -825,7 +825,7 @@ static void test_prep_variants(void **state)
 	free(sdr);
 }
 
-/* A 120 x 120 image's responses for q (5 references: an odd count, not a
+/* A 160 x 160 image's responses for q (5 references: an odd count, not a
  * multiple of any lane width) through one route of apple_score_responses()
  * against FFTW's 2-D c2r of each product, max, minus P[0], over q^2:
  * within 1e-13 of the largest response.  FFTW's route pairs references,
@@ -834,7 +834,7 @@ static void test_prep_variants(void **state)
  * 30 here; not 28). */
 static void check_inverse(int q, int lanes)
 {
-	enum { N = 120, NREF = 5 };
+	enum { N = 160, NREF = 5 };
 	const int g = 2 * N / q - 1, ns = (int)apple_score_spec_size(q);
 	const int32_t ref[2 * NREF] = { 5, 9, 70, 41, 33, 88, 60, 60, 0, 0 };
 	double *im = xmalloc(sizeof(double) * N * N);
@@ -1064,8 +1064,9 @@ static void test_score_variants(void **state)
 	assert_true(ran >= 1);
 
 	/* the inverse (apple_score_responses) against the 2-D plan, both
-	 * routes; q = 28 has no lanes route */
-	static const int qs[] = { 26, 10, 30, 6, 28 };
+	 * routes (34 and 46: FFTW's route through Rader's algorithm); q = 28
+	 * has no lanes route */
+	static const int qs[] = { 26, 10, 30, 6, 34, 46, 28 };
 	for (size_t qi = 0; qi < sizeof qs / sizeof *qs; qi++)
 		for (int lanes = 1; lanes >= 0; lanes--)
 			check_inverse(qs[qi], lanes);

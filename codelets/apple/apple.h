@@ -147,7 +147,7 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
  * references: resp[(k - qbegin) * nref + r].  For q = 2m with m odd and
- * m <= 15 (q = 6, 10, ..., 30) the inverses run as hand-written DFTs in
+ * m <= 25 (q = 6, 10, ..., 50) the inverses run as hand-written DFTs in
  * SIMD lanes, one reference per lane (the "lanes" route); for other q
  * through FFTW's plans (the "fftw" route).  The two differ by rounding
  * (~1e-15 of the largest response). */
@@ -158,7 +158,7 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
  * m (odd, 3 <= m <= APPLE_LANE_MAXM): cos, sin, 2 cos, 2 sin of
  * 2 pi j k / m for j, k = 1..(m - 1)/2, each [APPLE_LANE_H + 1]^2 doubles
  * at [j][k] (lane_pairs()' tab). */
-#define APPLE_LANE_MAXM 15
+#define APPLE_LANE_MAXM 25
 #define APPLE_LANE_H ((APPLE_LANE_MAXM - 1) / 2)
 #define APPLE_LANE_TAB (4 * (APPLE_LANE_H + 1) * (APPLE_LANE_H + 1))
 void apple_score_lane_tab(int m, double tab[APPLE_LANE_TAB]);

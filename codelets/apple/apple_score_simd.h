@@ -583,6 +583,11 @@ AS_LANE_M(9)
 AS_LANE_M(11)
 AS_LANE_M(13)
 AS_LANE_M(15)
+AS_LANE_M(17)
+AS_LANE_M(19)
+AS_LANE_M(21)
+AS_LANE_M(23)
+AS_LANE_M(25)
 #undef AS_LANE_M
 
 /* lane_body() for m = 3, 5, ..., AS_LANE_MAXM; 0, or -1 for another m. */
@@ -601,6 +606,11 @@ static int AS_FN(lane_pairs)(int m, const double *tab, const double *Rl, const d
 		AS_CASE(11)
 		AS_CASE(13)
 		AS_CASE(15)
+		AS_CASE(17)
+		AS_CASE(19)
+		AS_CASE(21)
+		AS_CASE(23)
+		AS_CASE(25)
 #undef AS_CASE
 	default:
 		return -1;
