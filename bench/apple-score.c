@@ -10,6 +10,7 @@
 
 #include "../codelets/apple/apple.h"
 #include "../src/base/cpuisa.h"
+#include "benchutil.h"
 
 /*
  * Usage: bench/apple-score [Q...]   (default 26 30 28)
@@ -21,23 +22,6 @@
  * reference) pair, the ratio, and the largest difference between the two
  * routes relative to the largest response.  One core, no StarPU.
  */
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "apple-score: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	return p;
-}
 
 static double run(apple_score_fft_t *f, const double *im, int n, int q, int g, const double *spec,
 		  int nref, double *resp)

@@ -11,6 +11,7 @@
 
 #include "../codelets/desi/extract.h"
 #include "../src/base/cpuisa.h"
+#include "benchutil.h"
 
 /*
  * DESIGN.  Usage: desi-patch [ref_patch.fits [reps]] (default
@@ -30,23 +31,6 @@
  */
 
 extern void openblas_set_num_threads(int);
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "%s: out of memory (%zu bytes)\n", __func__, n);
-		exit(1);
-	}
-	return p;
-}
 
 static void *read_hdu(fitsfile *f, const char *name, size_t n, int type, int *st)
 {

@@ -8,27 +8,11 @@
 #include <time.h>
 
 #include "../codelets/desi/psf.h"
+#include "benchutil.h"
 
 /* Usage: desi-spots [PSF.fits]; default $SP_SHARED/data/desi/psf-r0-00051060.fits.
  * One bundle: 25 fibres x 2400 wavelengths (0.8 A from 5750.4 A, the r
  * grid with its padding). */
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "%s: out of memory (%zu bytes)\n", __func__, n);
-		exit(1);
-	}
-	return p;
-}
 
 /* The obvious spot: each pixel's 1-D terms from its own two edges (erf,
  * exp and Hermite per pixel, per degree), the GH double sum per pixel. */

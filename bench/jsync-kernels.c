@@ -8,23 +8,7 @@
 
 #include "../codelets/jsync/jsync.h"
 #include "../codelets/jsync/jsync_ref.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "%s: out of memory (%zu bytes)\n", __func__, n);
-		exit(1);
-	}
-	return p;
-}
+#include "benchutil.h"
 
 /* Reference throughput (triplets/s) of choices + one double matvec. */
 static void reference(int64_t N, double *best_rate, double *mv_rate)

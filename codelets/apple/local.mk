@@ -40,5 +40,5 @@ tests_test_apple_cuda_LDADD = $(TEST_LIBS)
 
 # one core's score speed, both routes in one run (bench/apple-score.c; make bench/apple-score)
 EXTRA_PROGRAMS += bench/apple-score
-bench_apple_score_SOURCES = bench/apple-score.c
+bench_apple_score_SOURCES = bench/apple-score.c bench/benchutil.h
 bench_apple_score_LDADD = $(SP_LIBS)

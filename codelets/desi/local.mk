@@ -54,8 +54,11 @@ tests_test_desi_batch_cuda_LDADD = $(TEST_LIBS)
 
 # benchmarks (not run by make check)
 EXTRA_PROGRAMS += bench/desi-patch
-bench_desi_patch_SOURCES = bench/desi-patch.c
+bench_desi_patch_SOURCES = bench/desi-patch.c bench/benchutil.h
 bench_desi_patch_LDADD = $(SP_LIBS)
+EXTRA_PROGRAMS += bench/desi-spots
+bench_desi_spots_SOURCES = bench/desi-spots.c bench/benchutil.h
+bench_desi_spots_LDADD = $(SP_LIBS)
 EXTRA_PROGRAMS += bench/desi-framediff
 bench_desi_framediff_SOURCES = bench/desi-framediff.c
 bench_desi_framediff_LDADD = $(SP_LIBS)

@@ -33,5 +33,5 @@ tests_test_jsync_cuda_LDADD = $(TEST_LIBS)
 
 # benchmarks (not run by make check)
 EXTRA_PROGRAMS += bench/jsync-kernels
-bench_jsync_kernels_SOURCES = bench/jsync-kernels.c %D%/jsync_ref.c
+bench_jsync_kernels_SOURCES = bench/jsync-kernels.c bench/benchutil.h %D%/jsync_ref.c
 bench_jsync_kernels_LDADD = $(SP_LIBS)
