@@ -846,8 +846,7 @@ static void check_inverse(int q, int lanes)
 	assert_non_null(f);
 	apple_score_fft_set_lanes(f, lanes);
 	if (lanes && !apple_score_fft_lanes(f)) {
-		/* only q = 2m, m odd, m <= APPLE_LANE_MAXM lacks nothing */
-		assert_false(q % 4 == 2 && q / 2 <= APPLE_LANE_MAXM);
+		assert_int_equal(apple_score_lane_m(q), 0);
 		print_message("# inverse q = %d: no lanes route (as documented)\n", q);
 		goto out;
 	}
@@ -906,19 +905,21 @@ out:
 }
 
 /* Every variant's lane_pairs() on the same references (packed at its
- * width, zeros past the last) and queries: bit-identical results, every m
- * of the route; an m outside it answers -1. */
+ * width, zeros past the last) and queries: bit-identical results, every q
+ * of the route; a q outside it answers -1. */
 static void check_lane_variants(void)
 {
 	enum { NREF = 7, NQ = 3 };
-	for (int m = 3; m <= APPLE_LANE_MAXM + 2; m += 2) {
-		const int q = 2 * m;
-		const size_t ns = (size_t)q * (m + 1);
+	int nroute = 0;
+	for (int q = 4; q <= 64; q += 2) {
+		const int m = apple_score_lane_m(q);
+		const size_t ns = (size_t)q * (q / 2 + 1);
 		double tab[APPLE_LANE_TAB], first[NQ][NREF], *R = xmalloc(sizeof(double) * 2 * ns * NREF);
 		double *Wq = xmalloc(sizeof(double) * 2 * ns * NQ), *Rl = xmalloc(sizeof(double) * 8 * ns);
 		double *Y = xmalloc(sizeof(double) * 8 * ns);
 		int ran = 0;
-		apple_score_lane_tab(m <= APPLE_LANE_MAXM ? m : 3, tab);
+		nroute += m > 0;
+		apple_score_lane_tab(m > 0 ? m : 3, tab);
 		for (size_t i = 0; i < 2 * ns * NREF; i++)
 			R[i] = urand() - 0.5;
 		for (size_t i = 0; i < 2 * ns * NQ; i++)
@@ -934,9 +935,9 @@ static void check_lane_variants(void)
 						Rl[e * w + l] = g * w + l < NREF ? R[2 * ns * (g * w + l) + e] : 0.0;
 				for (int k = 0; k < NQ; k++) {
 					double out[4];
-					int rc = v->lane_pairs(m, tab, Rl, Wq + 2 * ns * k, Wq + 2 * ns * k + ns,
+					int rc = v->lane_pairs(q, tab, Rl, Wq + 2 * ns * k, Wq + 2 * ns * k + ns,
 							       Y, 1.0 / (q * q), out);
-					if (m > APPLE_LANE_MAXM) {
+					if (m == 0) {
 						assert_int_equal(rc, -1);
 						continue;
 					}
@@ -958,7 +959,9 @@ static void check_lane_variants(void)
 		free(Rl);
 		free(Y);
 	}
-	print_message("# lanes: every variant's responses bit-identical, m = 3..%d\n", APPLE_LANE_MAXM);
+	assert_int_equal(nroute, 21); /* 2m: m = 3..25, 4m: 3..13, 8m: 3..7 */
+	print_message("# lanes: every variant's responses bit-identical, all %d q of the route\n",
+		      nroute);
 }
 
 static void test_score_variants(void **state)
@@ -1064,9 +1067,10 @@ static void test_score_variants(void **state)
 	assert_true(ran >= 1);
 
 	/* the inverse (apple_score_responses) against the 2-D plan, both
-	 * routes (34 and 46: FFTW's route through Rader's algorithm); q = 28
-	 * has no lanes route */
-	static const int qs[] = { 26, 10, 30, 6, 34, 46, 28 };
+	 * routes: q = 2m, 4m (12, 28, 52) and 8m (24, 40, 56) with m odd (34
+	 * and 46: FFTW's route through Rader's algorithm); 16, 32 and 48 have
+	 * no lanes route */
+	static const int qs[] = { 26, 10, 30, 6, 34, 46, 12, 28, 52, 24, 40, 56, 16, 32, 48 };
 	for (size_t qi = 0; qi < sizeof qs / sizeof *qs; qi++)
 		for (int lanes = 1; lanes >= 0; lanes--)
 			check_inverse(qs[qi], lanes);

@@ -146,13 +146,18 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 /* Responses max(cc) - mean(cc), cc = IFFT(FFT(r) conj(FFT(w))) of size
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
- * references: resp[(k - qbegin) * nref + r].  For q = 2m with m odd and
- * m <= 25 (q = 6, 10, ..., 50) the inverses run as hand-written DFTs in
- * SIMD lanes, one reference per lane (the "lanes" route); for other q
- * through FFTW's plans (the "fftw" route).  The two differ by rounding
+ * references: resp[(k - qbegin) * nref + r].  Where apple_score_lane_m(q)
+ * is not 0 (q = 6, 10, ..., 50; 12, 20, ..., 52; 24, 40, 56) the inverses
+ * run as hand-written DFTs in SIMD lanes, one reference per lane (the
+ * "lanes" route); for other q through FFTW's plans (the "fftw" route).  The two differ by rounding
  * (~1e-15 of the largest response). */
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
+
+/* The odd factor m of q whose table the lanes route uses: q = 2m (m <=
+ * APPLE_LANE_MAXM), 4m (m <= 13) or 8m (m <= 7), m odd >= 3; 0 where q has
+ * no lanes route (q = 16, 32, 48, 64, ..., and the larger sizes). */
+int apple_score_lane_m(int q);
 
 /* The lanes route's largest m, and its table of cosines and sines for
  * m (odd, 3 <= m <= APPLE_LANE_MAXM): cos, sin, 2 cos, 2 sin of
@@ -182,10 +187,10 @@ void apple_score_fft_set_lanes(apple_score_fft_t *f, int on);
  * inside res [.][n_x]) into im and, unless NULL, out32; window_sums(row,
  * nw, q, a, b) are apple_moments()'s row sums of q values and of their
  * squares for windows c < nw, and window_cols(a, b, nw, r, q, inv, mean,
- * std) its column pass for output row r; lane_pairs(m, tab, Rl, wr, wi, Y,
+ * std) its column pass for output row r; lane_pairs(q, tab, Rl, wr, wi, Y,
  * inv, out) are the responses of width references (lanes) to one query
- * for q = 2m (apple_score_responses()'s lanes route; -1 for an m it does
- * not cover); decisions(m, mean, std, n, d) are
+ * (apple_score_responses()'s lanes route, tab for apple_score_lane_m(q);
+ * -1 for a q it does not cover); decisions(m, mean, std, n, d) are
  * apple_svm_decision()'s values of n windows' moments (standardised), with
  * libmvec's exp where the build has it (within a few ulp of exp()'s).
  * NULL where the variant cannot run here.  Every variant computes the same
@@ -205,7 +210,7 @@ typedef struct apple_score_simd {
 			    double *mean, double *std);
 	void (*decisions)(const struct apple_svm *m, const double *mean, const double *std, int n,
 			  double *d);
-	int (*lane_pairs)(int m, const double *tab, const double *Rl, const double *wr,
+	int (*lane_pairs)(int q, const double *tab, const double *Rl, const double *wr,
 			  const double *wi, double *Y, double inv, double *out);
 	int width; /* doubles per vector: references per lane_pairs() call */
 } apple_score_simd_t;

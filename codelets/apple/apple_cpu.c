@@ -432,7 +432,7 @@ struct apple_score_fft {
 	fftw_plan inv_rows;   /* cols -> real, the q row c2r's */
 	fftw_plan inv_cols2;  /* the column DFTs of two products at once */
 	fftw_plan inv_rowsz;  /* z -> zout, q complex row DFTs (backward) */
-	/* the lanes route (q = 2 lm, lm odd <= AS_LANE_MAXM; else lm = 0) */
+	/* the lanes route (apple_score_lane_m(q), else lm = 0) */
 	int lm, lanes;        /* lanes: the route is on */
 	double tab[APPLE_LANE_TAB]; /* apple_score_lane_tab(lm) */
 	double *rl;           /* [ngroups][2][ns][width] the references in lanes */
@@ -489,12 +489,22 @@ apple_score_fft_t *apple_score_fft_init(int q)
 		apple_score_fft_free(&f);
 		return NULL;
 	}
-	if (q % 4 == 2 && q / 2 <= AS_LANE_MAXM) {
-		f->lm = q / 2;
+	f->lm = apple_score_lane_m(q);
+	if (f->lm > 0)
 		apple_score_lane_tab(f->lm, f->tab);
-	}
 	apple_score_fft_set_lanes(f, 1);
 	return f;
+}
+
+int apple_score_lane_m(int q)
+{
+	if (q % 4 == 2 && q / 2 >= 3 && q / 2 <= AS_LANE_MAXM)
+		return q / 2;
+	if (q % 8 == 4 && q / 4 >= 3 && q / 4 <= AS_LANE_MAXM4)
+		return q / 4;
+	if (q % 16 == 8 && q / 8 >= 3 && q / 8 <= 7)
+		return q / 8;
+	return 0;
 }
 
 void apple_score_lane_tab(int m, double tab[APPLE_LANE_TAB])
@@ -628,7 +638,7 @@ static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q
 			for (int k = k0; k < k1; k++) {
 				const double *wr = f->wl + 2 * ns * (size_t)(k - k0);
 				double out[4];
-				v->lane_pairs(f->lm, f->tab, f->rl + (size_t)g * gsz, wr, wr + ns, f->y, inv,
+				v->lane_pairs(q, f->tab, f->rl + (size_t)g * gsz, wr, wr + ns, f->y, inv,
 					      out);
 				double *dst = resp + (size_t)(k - qbegin) * nref + (size_t)g * w;
 				for (int l = 0; l < w && g * w + l < nref; l++)
@@ -641,7 +651,7 @@ static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp)
 {
-	if (f->lanes && q == 2 * f->lm &&
+	if (f->lanes && q == f->q &&
 	    responses_lanes(f, im, nx, q, gx, spec, nref, qbegin, qend, resp) == 0)
 		return;
 	/* FFTW's route (also when the references' lane copy cannot be

@@ -415,6 +415,7 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
 #ifndef AS_LANE_MAXM
 #define AS_LANE_MAXM APPLE_LANE_MAXM
 #define AS_LANE_MAXH APPLE_LANE_H
+#define AS_LANE_MAXM4 13 /* the largest m with P = 4 or 8 */
 #define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
 #define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
 #endif
@@ -503,7 +504,7 @@ static inline __attribute__((always_inline)) AS_VD AS_FN(lane_rdft_max)(const in
  * lane l's reference with the query: Rl [2][q (m + 1)][AS_W] (re, then im,
  * of the references' half spectra), wr, wi [q (m + 1)] the query's; Y
  * scratch of 2 q (m + 1) AS_W doubles. */
-static inline __attribute__((always_inline)) void AS_FN(lane_body)(const int m, const double *tab,
+static inline __attribute__((always_inline)) void AS_FN(lane_body2)(const int m, const double *tab,
 								  const double *Rl, const double *wr,
 								  const double *wi, double *Y, double inv,
 								  double *out)
@@ -570,52 +571,180 @@ static inline __attribute__((always_inline)) void AS_FN(lane_body)(const int m, 
 	memcpy(out, &res, sizeof res);
 }
 
-#define AS_LANE_M(M)                                                                                 \
-	static void AS_FN(lane_pairs_##M)(const double *tab, const double *Rl, const double *wr,    \
-					  const double *wi, double *Y, double inv, double *out)     \
-	{                                                                                            \
-		AS_FN(lane_body)(M, tab, Rl, wr, wi, Y, inv, out);                                   \
+/* DFT of length 4 (backward) of z, in place: z[c] = sum_n z[n] i^(n c). */
+static inline __attribute__((always_inline)) void AS_FN(lane_dft4)(AS_VD *zr, AS_VD *zi)
+{
+	{
+		const AS_VD t0r = zr[0] + zr[2], t0i = zi[0] + zi[2], t1r = zr[0] - zr[2], t1i = zi[0] - zi[2];
+		const AS_VD t2r = zr[1] + zr[3], t2i = zi[1] + zi[3], t3r = zr[1] - zr[3], t3i = zi[1] - zi[3];
+		zr[0] = t0r + t2r;
+		zi[0] = t0i + t2i;
+		zr[2] = t0r - t2r;
+		zi[2] = t0i - t2i;
+		zr[1] = t1r - t3i; /* t1 + i t3 */
+		zi[1] = t1i + t3r;
+		zr[3] = t1r + t3i; /* t1 - i t3 */
+		zi[3] = t1i - t3r;
 	}
-AS_LANE_M(3)
-AS_LANE_M(5)
-AS_LANE_M(7)
-AS_LANE_M(9)
-AS_LANE_M(11)
-AS_LANE_M(13)
-AS_LANE_M(15)
-AS_LANE_M(17)
-AS_LANE_M(19)
-AS_LANE_M(21)
-AS_LANE_M(23)
-AS_LANE_M(25)
-#undef AS_LANE_M
+}
 
-/* lane_body() for m = 3, 5, ..., AS_LANE_MAXM; 0, or -1 for another m. */
-static int AS_FN(lane_pairs)(int m, const double *tab, const double *Rl, const double *wr,
+/* DFT of length 8 (backward) in place: the DFTs of length 4 of the even
+ * and the odd inputs, then z[c] = E[c] + w^c O[c], z[c + 4] = E[c] - w^c
+ * O[c], w = e^{i pi / 4}. */
+static inline __attribute__((always_inline)) void AS_FN(lane_dft8)(AS_VD *zr, AS_VD *zi)
+{
+	AS_VD er[4] = { zr[0], zr[2], zr[4], zr[6] }, ei[4] = { zi[0], zi[2], zi[4], zi[6] };
+	AS_VD or_[4] = { zr[1], zr[3], zr[5], zr[7] }, oi[4] = { zi[1], zi[3], zi[5], zi[7] };
+	AS_FN(lane_dft4)(er, ei);
+	AS_FN(lane_dft4)(or_, oi);
+	const double h = M_SQRT1_2;
+	AS_VD wr[4], wi[4];
+	wr[0] = or_[0];
+	wi[0] = oi[0];
+	wr[1] = (or_[1] - oi[1]) * h; /* (1 + i) / sqrt 2 */
+	wi[1] = (or_[1] + oi[1]) * h;
+	wr[2] = -oi[2]; /* i */
+	wi[2] = or_[2];
+	wr[3] = (-or_[3] - oi[3]) * h; /* (-1 + i) / sqrt 2 */
+	wi[3] = (or_[3] - oi[3]) * h;
+	for (int c = 0; c < 4; c++) {
+		zr[c] = er[c] + wr[c];
+		zi[c] = ei[c] + wi[c];
+		zr[c + 4] = er[c] - wr[c];
+		zi[c + 4] = ei[c] - wi[c];
+	}
+}
+
+/* DFT of length P = 4 or 8 (backward) of z, in place. */
+static inline __attribute__((always_inline)) void AS_FN(lane_dft48)(const int P, AS_VD *zr, AS_VD *zi)
+{
+	if (P == 4)
+		AS_FN(lane_dft4)(zr, zi);
+	else
+		AS_FN(lane_dft8)(zr, zi);
+}
+
+/* lane_body2() for q = P m, P = 4 or 8, m odd >= 3: Good-Thomas indexing
+ * n = (m n1 + P n2) mod q, a DFT of length P over n1 for each n2, then P
+ * DFTs of length m.  In the rows, the P sequences A'_c[j] = sum_n1
+ * w_P^(n1 c) Z[(m n1 + P j) mod q] are each Hermitian in j (their DFTs
+ * are the row's real outputs v = c mod P), so j <= (m - 1)/2 suffices. */
+static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P, const int m,
+								   const double *tab, const double *Rl,
+								   const double *wr, const double *wi,
+								   double *Y, double inv, double *out)
+{
+	typedef AS_VD vdu_t __attribute__((aligned(8)));
+	const int q = P * m, nh = q / 2 + 1, h = (m - 1) / 2;
+	const size_t ns = (size_t)q * nh;
+	vdu_t *Yr = (vdu_t *)Y, *Yi = Yr + ns;
+
+	for (int u = 0; u < nh; u++) {
+		AS_VD ar[8][AS_LANE_MAXM4], ai[8][AS_LANE_MAXM4], xr[AS_LANE_MAXM4], xi[AS_LANE_MAXM4];
+#pragma GCC unroll 16
+		for (int n2 = 0; n2 < m; n2++) {
+			AS_VD zr[8], zi[8];
+#pragma GCC unroll 8
+			for (int n1 = 0; n1 < P; n1++) {
+				const size_t o = (size_t)((m * n1 + P * n2) % q) * nh + u;
+				AS_VD r, i;
+				memcpy(&r, Rl + o * AS_W, sizeof r);
+				memcpy(&i, Rl + (ns + o) * AS_W, sizeof i);
+				zr[n1] = r * wr[o] + i * wi[o]; /* R conj(W) */
+				zi[n1] = i * wr[o] - r * wi[o];
+			}
+			AS_FN(lane_dft48)(P, zr, zi);
+#pragma GCC unroll 8
+			for (int c = 0; c < P; c++) {
+				ar[c][n2] = zr[c];
+				ai[c][n2] = zi[c];
+			}
+		}
+#pragma GCC unroll 8
+		for (int c = 0; c < P; c++) {
+			AS_FN(lane_cdft)(m, tab, ar[c], ai[c], xr, xi);
+#pragma GCC unroll 16
+			for (int k = 0; k < m; k++) {
+				Yr[(size_t)(c * m + k) * nh + u] = xr[k];
+				Yi[(size_t)(c * m + k) * nh + u] = xi[k];
+			}
+		}
+	}
+	AS_VD mx = Yr[0];
+	const AS_VD zero = { 0 };
+	for (int t = 0; t < q; t++) {
+		const vdu_t *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
+		AS_VD cr[8][AS_LANE_MAXH + 1], ci[8][AS_LANE_MAXH + 1];
+#pragma GCC unroll 16
+		for (int j = 0; j <= h; j++) {
+			AS_VD zr[8], zi[8];
+#pragma GCC unroll 8
+			for (int n1 = 0; n1 < P; n1++) {
+				/* Z[v]: Y[v] up to q/2, conj(Y[q - v]) beyond; the
+				 * imaginary parts of Y[0] and Y[q/2] are not used */
+				const int v = (m * n1 + P * j) % q;
+				if (v == 0 || v == q / 2) {
+					zr[n1] = yr[v];
+					zi[n1] = zero;
+				} else if (v < q / 2) {
+					zr[n1] = yr[v];
+					zi[n1] = yi[v];
+				} else {
+					zr[n1] = yr[q - v];
+					zi[n1] = -yi[q - v];
+				}
+			}
+			AS_FN(lane_dft48)(P, zr, zi);
+#pragma GCC unroll 8
+			for (int c = 0; c < P; c++) {
+				cr[c][j] = zr[c];
+				ci[c][j] = zi[c];
+			}
+		}
+#pragma GCC unroll 8
+		for (int c = 0; c < P; c++)
+			mx = AS_FN(lane_rdft_max)(m, tab, cr[c][0], cr[c], ci[c], mx);
+	}
+	AS_VD r0, i0;
+	memcpy(&r0, Rl, sizeof r0);
+	memcpy(&i0, Rl + ns * AS_W, sizeof i0);
+	const AS_VD res = (mx - (r0 * wr[0] + i0 * wi[0])) * inv;
+	memcpy(out, &res, sizeof res);
+}
+
+/* One function per q the route covers (constant trip counts: unrolled). */
+#define AS_LANE_Q(P, M)                                                                             \
+	static void AS_FN(lane_pairs_##P##_##M)(const double *tab, const double *Rl, const double *wr, \
+						const double *wi, double *Y, double inv, double *out) \
+	{                                                                                           \
+		if (P == 2)                                                                         \
+			AS_FN(lane_body2)(M, tab, Rl, wr, wi, Y, inv, out);                         \
+		else                                                                                \
+			AS_FN(lane_bodyP)(P, M, tab, Rl, wr, wi, Y, inv, out);                      \
+	}
+#define AS_LANE_ROUTES(X)                                                                       \
+	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
+	X(2, 23) X(2, 25) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7)
+AS_LANE_ROUTES(AS_LANE_Q)
+#undef AS_LANE_Q
+
+/* The responses for q = P m of the routes above (apple_score_lane_m());
+ * -1 for another q. */
+static int AS_FN(lane_pairs)(int q, const double *tab, const double *Rl, const double *wr,
 			     const double *wi, double *Y, double inv, double *out)
 {
-	switch (m) {
-#define AS_CASE(M)                                                     \
-	case M:                                                        \
-		AS_FN(lane_pairs_##M)(tab, Rl, wr, wi, Y, inv, out);   \
+	switch (q) {
+#define AS_CASE(P, M)                                                              \
+	case (P) * (M):                                                            \
+		AS_FN(lane_pairs_##P##_##M)(tab, Rl, wr, wi, Y, inv, out);          \
 		return 0;
-		AS_CASE(3)
-		AS_CASE(5)
-		AS_CASE(7)
-		AS_CASE(9)
-		AS_CASE(11)
-		AS_CASE(13)
-		AS_CASE(15)
-		AS_CASE(17)
-		AS_CASE(19)
-		AS_CASE(21)
-		AS_CASE(23)
-		AS_CASE(25)
+		AS_LANE_ROUTES(AS_CASE)
 #undef AS_CASE
 	default:
 		return -1;
 	}
 }
+#undef AS_LANE_ROUTES
 
 #undef AS_VD
 #undef AS_VL
