@@ -147,7 +147,7 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
  * references: resp[(k - qbegin) * nref + r].  Where apple_score_lane_m(q)
- * is not 0 (q = 6, 10, ..., 50; 12, 20, ..., 52; 24, 40, 56) the inverses
+ * is not 0 (every even q from 6 to 56 but 8, 16, 32 and 54) the inverses
  * run as hand-written DFTs in SIMD lanes, one reference per lane (the
  * "lanes" route); for other q through FFTW's plans (the "fftw" route).  The two differ by rounding
  * (~1e-15 of the largest response). */
@@ -155,8 +155,9 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
 /* The odd factor m of q whose table the lanes route uses: q = 2m (m <=
- * APPLE_LANE_MAXM), 4m (m <= 13) or 8m (m <= 7), m odd >= 3; 0 where q has
- * no lanes route (q = 16, 32, 48, 64, ..., and the larger sizes). */
+ * APPLE_LANE_MAXM), 4m (m <= 13), 8m (m <= 7) or 16m (m = 3), m odd >= 3;
+ * 0 where q has no lanes route (q = 4, 8, 16, 32, 54 and from 58 on:
+ * FFTW's). */
 int apple_score_lane_m(int q);
 
 /* The lanes route's largest m, and its table of cosines and sines for

@@ -504,6 +504,8 @@ int apple_score_lane_m(int q)
 		return q / 4;
 	if (q % 16 == 8 && q / 8 >= 3 && q / 8 <= 7)
 		return q / 8;
+	if (q == 48) /* 16 x 3 (16 and 32 alone: FFTW's 2^k codelets are faster) */
+		return 3;
 	return 0;
 }
 

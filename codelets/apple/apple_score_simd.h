@@ -615,16 +615,52 @@ static inline __attribute__((always_inline)) void AS_FN(lane_dft8)(AS_VD *zr, AS
 	}
 }
 
-/* DFT of length P = 4 or 8 (backward) of z, in place. */
+/* z[c] = E[c] + w^c O[c], z[c + n] = E[c] - w^c O[c], w = e^{i pi / n}:
+ * the last radix-2 step of a DFT of length 2n (backward). */
+static inline __attribute__((always_inline)) void AS_FN(lane_radix2)(const int n, const AS_VD *er,
+								    const AS_VD *ei, const AS_VD *or_,
+								    const AS_VD *oi, AS_VD *zr, AS_VD *zi)
+{
+#pragma GCC unroll 16
+	for (int c = 0; c < n; c++) {
+		const double wc = cos(M_PI * c / n), ws = sin(M_PI * c / n); /* constants */
+		const AS_VD tr = or_[c] * wc - oi[c] * ws, ti = or_[c] * ws + oi[c] * wc;
+		zr[c] = er[c] + tr;
+		zi[c] = ei[c] + ti;
+		zr[c + n] = er[c] - tr;
+		zi[c + n] = ei[c] - ti;
+	}
+}
+
+/* DFT of length 16 (backward) in place: two of length 8, one radix-2 step. */
+static inline __attribute__((always_inline)) void AS_FN(lane_dft16)(AS_VD *zr, AS_VD *zi)
+{
+	AS_VD er[8], ei[8], or_[8], oi[8];
+#pragma GCC unroll 8
+	for (int c = 0; c < 8; c++) {
+		er[c] = zr[2 * c];
+		ei[c] = zi[2 * c];
+		or_[c] = zr[2 * c + 1];
+		oi[c] = zi[2 * c + 1];
+	}
+	AS_FN(lane_dft8)(er, ei);
+	AS_FN(lane_dft8)(or_, oi);
+	AS_FN(lane_radix2)(8, er, ei, or_, oi, zr, zi);
+}
+
+/* DFT of length P = 4, 8 or 16 (backward) of z, in place. */
 static inline __attribute__((always_inline)) void AS_FN(lane_dft48)(const int P, AS_VD *zr, AS_VD *zi)
 {
 	if (P == 4)
 		AS_FN(lane_dft4)(zr, zi);
-	else
+	else if (P == 8)
 		AS_FN(lane_dft8)(zr, zi);
+	else
+		AS_FN(lane_dft16)(zr, zi);
 }
 
-/* lane_body2() for q = P m, P = 4 or 8, m odd >= 3: Good-Thomas indexing
+/* lane_body2() for q = P m, P = 4, 8 or 16, m odd >= 3: Good-Thomas
+ * indexing
  * n = (m n1 + P n2) mod q, a DFT of length P over n1 for each n2, then P
  * DFTs of length m.  In the rows, the P sequences A'_c[j] = sum_n1
  * w_P^(n1 c) Z[(m n1 + P j) mod q] are each Hermitian in j (their DFTs
@@ -640,11 +676,11 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 	vdu_t *Yr = (vdu_t *)Y, *Yi = Yr + ns;
 
 	for (int u = 0; u < nh; u++) {
-		AS_VD ar[8][AS_LANE_MAXM4], ai[8][AS_LANE_MAXM4], xr[AS_LANE_MAXM4], xi[AS_LANE_MAXM4];
+		AS_VD ar[16][AS_LANE_MAXM4], ai[16][AS_LANE_MAXM4], xr[AS_LANE_MAXM4], xi[AS_LANE_MAXM4];
 #pragma GCC unroll 16
 		for (int n2 = 0; n2 < m; n2++) {
-			AS_VD zr[8], zi[8];
-#pragma GCC unroll 8
+			AS_VD zr[16], zi[16];
+#pragma GCC unroll 16
 			for (int n1 = 0; n1 < P; n1++) {
 				const size_t o = (size_t)((m * n1 + P * n2) % q) * nh + u;
 				AS_VD r, i;
@@ -654,13 +690,13 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 				zi[n1] = i * wr[o] - r * wi[o];
 			}
 			AS_FN(lane_dft48)(P, zr, zi);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
 			for (int c = 0; c < P; c++) {
 				ar[c][n2] = zr[c];
 				ai[c][n2] = zi[c];
 			}
 		}
-#pragma GCC unroll 8
+#pragma GCC unroll 16
 		for (int c = 0; c < P; c++) {
 			AS_FN(lane_cdft)(m, tab, ar[c], ai[c], xr, xi);
 #pragma GCC unroll 16
@@ -674,11 +710,11 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 	const AS_VD zero = { 0 };
 	for (int t = 0; t < q; t++) {
 		const vdu_t *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
-		AS_VD cr[8][AS_LANE_MAXH + 1], ci[8][AS_LANE_MAXH + 1];
+		AS_VD cr[16][AS_LANE_MAXH + 1], ci[16][AS_LANE_MAXH + 1];
 #pragma GCC unroll 16
 		for (int j = 0; j <= h; j++) {
-			AS_VD zr[8], zi[8];
-#pragma GCC unroll 8
+			AS_VD zr[16], zi[16];
+#pragma GCC unroll 16
 			for (int n1 = 0; n1 < P; n1++) {
 				/* Z[v]: Y[v] up to q/2, conj(Y[q - v]) beyond; the
 				 * imaginary parts of Y[0] and Y[q/2] are not used */
@@ -695,13 +731,13 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 				}
 			}
 			AS_FN(lane_dft48)(P, zr, zi);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
 			for (int c = 0; c < P; c++) {
 				cr[c][j] = zr[c];
 				ci[c][j] = zi[c];
 			}
 		}
-#pragma GCC unroll 8
+#pragma GCC unroll 16
 		for (int c = 0; c < P; c++)
 			mx = AS_FN(lane_rdft_max)(m, tab, cr[c][0], cr[c], ci[c], mx);
 	}
@@ -724,7 +760,8 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 	}
 #define AS_LANE_ROUTES(X)                                                                       \
 	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
-	X(2, 23) X(2, 25) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7)
+	X(2, 23) X(2, 25) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
+	X(16, 3)
 AS_LANE_ROUTES(AS_LANE_Q)
 #undef AS_LANE_Q
 
