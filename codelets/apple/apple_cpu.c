@@ -32,12 +32,13 @@
  * pixel index, so labels come out in SciPy's raster order.
  *
  * One q x q inverse per (query, reference) pair is most of the score's
- * time.  For q = 2m with m odd and m <= APPLE_LANE_MAXM (q = 26 for
+ * time.  Where apple_score_lane_m(q) gives q = P m with P = 2, 4, 8 or 16
+ * and m odd (every even q from 6 to 56 but 8, 16, 32, 54; q = 26 for
  * ASPIRE's default particle size 78) it runs as hand-written DFTs in SIMD
  * lanes, one reference per lane (apple_score_simd.h: Good-Thomas indexing,
- * so no twiddle factors; the odd-length DFTs pair their inputs j, m - j;
- * the product, the Hermitian rows and the maximum fused in): 0.53 us per
- * pair instead of 1.14 with FFTW's AVX codelets (Debian's FFTW has AVX but
+ * so no twiddle factors between P and m; the odd-length DFTs pair their
+ * inputs j, m - j; the product, the Hermitian rows and the maximum fused
+ * in): at q = 26, 0.53 us per pair instead of 1.14 with FFTW's AVX codelets (Debian's FFTW has AVX but
  * no FMA or AVX2 codelets, and its 26-point DFT is 2 x 13 with twiddles),
  * a 4k micrograph's score tasks 6.4 -> 3.0 core-s.  The lanes route
  * differs from FFTW's by rounding (~3e-15 of the largest response,
