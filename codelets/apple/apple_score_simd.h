@@ -550,7 +550,8 @@ static inline __attribute__((always_inline)) void AS_FN(lane_body2)(const int m,
 	 * halves A'_j = Z[2j] + Z[2j + m], B'_j = Z[2j] - Z[2j + m], with
 	 * Z[2j + m] = conj(Y[m - 2j]) (j >= 1), Z[m] = Y[m]; the imaginary
 	 * parts of Y[0] and Y[m] are not used (as a c2r's) */
-	AS_VD mx = Yr[0];
+	const AS_VD zero = { 0 };
+	AS_VD mx = zero - (double)INFINITY; /* every cc value is >= -inf */
 	for (int t = 0; t < q; t++) {
 		const vdu_t *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
 		AS_VD pr[AS_LANE_MAXH + 1], pi[AS_LANE_MAXH + 1], qr[AS_LANE_MAXH + 1], qi[AS_LANE_MAXH + 1];
@@ -706,8 +707,8 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 			}
 		}
 	}
-	AS_VD mx = Yr[0];
 	const AS_VD zero = { 0 };
+	AS_VD mx = zero - (double)INFINITY;
 	for (int t = 0; t < q; t++) {
 		const vdu_t *yr = Yr + (size_t)t * nh, *yi = Yi + (size_t)t * nh;
 		AS_VD cr[16][AS_LANE_MAXH + 1], ci[16][AS_LANE_MAXH + 1];
