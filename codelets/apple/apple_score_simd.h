@@ -660,6 +660,21 @@ static inline __attribute__((always_inline)) void AS_FN(lane_dft48)(const int P,
 		AS_FN(lane_dft16)(zr, zi);
 }
 
+/* The DFT of length P of z (z is overwritten), output c to dr[c][at],
+ * di[c][at] (a macro: the arrays keep their shapes, so their elements
+ * stay in registers). */
+#ifndef AS_LANE_DFT_TO
+#define AS_LANE_DFT_TO(FN, P, zr, zi, dr, di, at)                   \
+	do {                                                        \
+		FN(P, zr, zi);                                      \
+		_Pragma("GCC unroll 16") for (int c_ = 0; c_ < (P); c_++) \
+		{                                                   \
+			(dr)[c_][at] = (zr)[c_];                    \
+			(di)[c_][at] = (zi)[c_];                    \
+		}                                                   \
+	} while (0)
+#endif
+
 /* lane_body2() for q = P m, P = 4, 8 or 16, m odd >= 3: Good-Thomas
  * indexing
  * n = (m n1 + P n2) mod q, a DFT of length P over n1 for each n2, then P
@@ -690,12 +705,7 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 				zr[n1] = r * wr[o] + i * wi[o]; /* R conj(W) */
 				zi[n1] = i * wr[o] - r * wi[o];
 			}
-			AS_FN(lane_dft48)(P, zr, zi);
-#pragma GCC unroll 16
-			for (int c = 0; c < P; c++) {
-				ar[c][n2] = zr[c];
-				ai[c][n2] = zi[c];
-			}
+			AS_LANE_DFT_TO(AS_FN(lane_dft48), P, zr, zi, ar, ai, n2);
 		}
 #pragma GCC unroll 16
 		for (int c = 0; c < P; c++) {
@@ -731,12 +741,7 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 					zi[n1] = -yi[q - v];
 				}
 			}
-			AS_FN(lane_dft48)(P, zr, zi);
-#pragma GCC unroll 16
-			for (int c = 0; c < P; c++) {
-				cr[c][j] = zr[c];
-				ci[c][j] = zi[c];
-			}
+			AS_LANE_DFT_TO(AS_FN(lane_dft48), P, zr, zi, cr, ci, j);
 		}
 #pragma GCC unroll 16
 		for (int c = 0; c < P; c++)
