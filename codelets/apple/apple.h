@@ -149,7 +149,8 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
  * references: resp[(k - qbegin) * nref + r].  Where apple_score_lane_m(q)
  * is not 0 (every even q from 6 to 56 but 8, 16, 32 and 54) the inverses
  * run as hand-written DFTs in SIMD lanes, one reference per lane (the
- * "lanes" route); for other q through FFTW's plans (the "fftw" route).  The two differ by rounding
+ * "lanes" route); for other q through FFTW's plans (the "fftw" route), and
+ * for every q when the environment has STARPIPE_APPLE_SCORE=fftw.  The two differ by rounding
  * (~1e-15 of the largest response). */
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
