@@ -407,15 +407,17 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
  * X_(m-k) = C_k - i S_k (complex for the columns; for the rows the
  * input of each half is Hermitian and the outputs real).  Which row an
  * output lands in does not matter: only the maximum over all of them is
- * kept.  tab: cos, sin, 2 cos and 2 sin of 2 pi j k / m, j, k = 1..(m-1)/2,
- * at [c][j][k], AS_LANE_T doubles per c (apple_score_lane_tab()).  Every m
- * the route covers has its own function (AS_LANE_M below), so that each
- * loop has a constant trip count and is unrolled: the sums live in
+ * kept.  q = P m with P = 4, 8 or 16 (lane_bodyP()) splits the same way
+ * into a DFT of length P (radix 2, in lanes) and P DFTs of length m.
+ * tab: cos, sin, 2 cos and 2 sin of 2 pi j k / m, j, k = 1..(m-1)/2, at
+ * [c][j][k], AS_LANE_T doubles per c (apple_score_lane_tab()).  Every q
+ * the route covers has its own function (AS_LANE_ROUTES below), so that
+ * each loop has a constant trip count and is unrolled: the sums live in
  * registers. */
 #ifndef AS_LANE_MAXM
 #define AS_LANE_MAXM APPLE_LANE_MAXM
 #define AS_LANE_MAXH APPLE_LANE_H
-#define AS_LANE_MAXM4 13 /* the largest m with P = 4 or 8 */
+#define AS_LANE_MAXM4 13 /* the largest m with P = 4, 8 or 16 */
 #define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
 #define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
 #endif
