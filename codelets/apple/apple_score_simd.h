@@ -768,7 +768,7 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 	}
 #define AS_LANE_ROUTES(X)                                                                       \
 	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
-	X(2, 23) X(2, 25) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
+	X(2, 23) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
 	X(16, 3)
 AS_LANE_ROUTES(AS_LANE_Q)
 #undef AS_LANE_Q
