@@ -501,15 +501,15 @@ apple_score_fft_t *apple_score_fft_init(int q)
 
 int apple_score_lane_m(int q)
 {
-	if (q % 4 == 2 && q / 2 >= 3 && q / 2 <= AS_LANE_MAXM)
-		return q / 2;
-	if (q % 8 == 4 && q / 4 >= 3 && q / 4 <= AS_LANE_MAXM4)
-		return q / 4;
-	if (q % 16 == 8 && q / 8 >= 3 && q / 8 <= 7)
-		return q / 8;
-	if (q == 48) /* 16 x 3 (16 and 32 alone: FFTW's 2^k codelets are faster) */
-		return 3;
-	return 0;
+	switch (q) {
+#define AS_ROUTE_M(P, M) \
+	case (P) * (M):  \
+		return (M);
+		AS_LANE_ROUTES(AS_ROUTE_M)
+#undef AS_ROUTE_M
+	default:
+		return 0;
+	}
 }
 
 void apple_score_lane_tab(int m, double tab[APPLE_LANE_TAB])
@@ -643,8 +643,9 @@ static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q
 			for (int k = k0; k < k1; k++) {
 				const double *wr = f->wl + 2 * ns * (size_t)(k - k0);
 				double out[4];
-				v->lane_pairs(q, f->tab, f->rl + (size_t)g * gsz, wr, wr + ns, f->y, inv,
-					      out);
+				if (v->lane_pairs(q, f->tab, f->rl + (size_t)g * gsz, wr, wr + ns, f->y,
+						  inv, out) != 0)
+					return -1; /* not a q of the route: FFTW's recomputes all */
 				double *dst = resp + (size_t)(k - qbegin) * nref + (size_t)g * w;
 				for (int l = 0; l < w && g * w + l < nref; l++)
 					dst[l] = out[l];

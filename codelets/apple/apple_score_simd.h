@@ -420,6 +420,14 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
 #define AS_LANE_MAXM4 13 /* the largest m with P = 4, 8 or 16 */
 #define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
 #define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
+/* The sizes q = P m the route covers, as X(P, m): the one list that both
+ * the variants' functions and apple_score_lane_m() are made from.  Not
+ * 2 x 25 (q = 50), 16 x 1 or 32 x 1: FFTW's codelets were as fast there
+ * (doc/profiling.md). */
+#define AS_LANE_ROUTES(X)                                                                       \
+	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
+	X(2, 23) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
+	X(16, 3)
 #endif
 
 static inline AS_VD AS_FN(vmax)(AS_VD x, AS_VD m) /* x > m ? x : m per lane */
@@ -766,10 +774,6 @@ static inline __attribute__((always_inline)) void AS_FN(lane_bodyP)(const int P,
 		else                                                                                \
 			AS_FN(lane_bodyP)(P, M, tab, Rl, wr, wi, Y, inv, out);                      \
 	}
-#define AS_LANE_ROUTES(X)                                                                       \
-	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
-	X(2, 23) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
-	X(16, 3)
 AS_LANE_ROUTES(AS_LANE_Q)
 #undef AS_LANE_Q
 
@@ -789,7 +793,6 @@ static int AS_FN(lane_pairs)(int q, const double *tab, const double *Rl, const d
 		return -1;
 	}
 }
-#undef AS_LANE_ROUTES
 
 #undef AS_VD
 #undef AS_VL
