@@ -296,8 +296,13 @@ static void test_random_score(void **state)
 	};
 	(void)state;
 
+	/* both routes: the fused kernel (q = 14, 26), then cuFFT's for all */
+	for (int route = 0; route < 2; route++)
 	for (size_t c = 0; c < sizeof cfg / sizeof *cfg; c++) {
 		const int n = cfg[c].n, q = cfg[c].q, nref = cfg[c].nref;
+		if (route == 1)
+			setenv("STARPIPE_APPLE_SCORE", "fftw", 1);
+		assert_int_equal(apple_score_cuda_fused(q), route == 0 && q % 4 == 2 ? q / 2 : 0);
 		const int g = 2 * n / q - 1, nq = g * g;
 		double *im = xmalloc(sizeof(double) * (size_t)n * n);
 		int32_t *ref = xmalloc(sizeof(int32_t) * 2 * (size_t)nref);
@@ -309,12 +314,14 @@ static void test_random_score(void **state)
 		}
 		int cuts[] = { 0, 3, nq / 2, nq };
 		char what[64];
-		snprintf(what, sizeof what, "random %dx%d q %d", n, n, q);
+		snprintf(what, sizeof what, "random %dx%d q %d, %s route", n, n, q,
+			 apple_score_cuda_fused(q) ? "fused" : "cuFFT");
 		assert_int_equal(compare_score(what, im, n, q, g, nq, ref, nref, cfg[c].chunk, cuts,
 					       4),
 				 0);
 		free(im);
 		free(ref);
+		unsetenv("STARPIPE_APPLE_SCORE");
 	}
 	/* mismatched plan set, empty range */
 	apple_score_cuda_t *pl = apple_score_cuda_new(14, 7, 4);

@@ -15,6 +15,7 @@
 #include "../codelets/apple/apple.h"
 #include "../codelets/apple/apple_kern.h"
 #include "../codelets/apple/mrc.h"
+#include "cpuisa.h"
 #include "npyread.h"
 #include "testutil.h"
 
@@ -545,6 +546,149 @@ static void test_preprocess_moments_random(void **state)
 	check_preprocess_moments(811, 533);
 }
 
+/* ---- score: the fused route (score_fused_kernel, q = 2m) ---------------- */
+
+static double urand_pm(void) /* uniform in [-0.5, 0.5) (urand32(): 31 bits) */
+{
+	return (double)urand32() / 2147483648.0 - 0.5;
+}
+
+/* score_fused_kernel's launch for nq queries W [nq][ns] against nref
+ * references R [nref][ns] (interleaved complex): a block per (query,
+ * group of npair references), each phase's threads in a shuffled order. */
+static void emu_score_fused(int m, const double *tab, const double *R, int nref, const double *W,
+			    int nq, double *resp)
+{
+	const int q = 2 * m, npair = apk_score_npair(m), ns = q * (m + 1);
+	const double inv = 1.0 / ((double)q * q);
+	double *sm = xmalloc(sizeof(double) * (size_t)npair * apk_score_pair_doubles(m));
+
+	for (int k = 0; k < nq; k++)
+		for (int r0 = 0; r0 < nref; r0 += npair) {
+			const int npv = nref - r0 < npair ? nref - r0 : npair;
+			const double *Wk = W + (size_t)2 * ns * k;
+			const int n1 = npv * apk_score_pair_threads(m), n2 = npv * q;
+			int32_t *perm = shuffled(n1);
+			for (int i = 0; i < n1; i++)
+				apk_score_phase1(m, tab, R, Wk, r0, npv, perm[i], sm);
+			free(perm);
+			perm = shuffled(n2);
+			for (int i = 0; i < n2; i++)
+				apk_score_phase2(m, tab, npv, perm[i], sm);
+			free(perm);
+			for (int t = 0; t < npair; t++) /* the block's other threads: no-ops */
+				apk_score_phase3(m, R, Wk, r0, npv, t, sm, inv, resp + (size_t)k * nref);
+		}
+	free(sm);
+}
+
+/* The response of one pair the slow, obvious way: the circular
+ * cross-correlation cc[x][y] = (1/q^2) sum over k of P[k] e^{+2 pi i k.x/q}
+ * from the full spectrum (Hermitian extension of the half), in long
+ * double; max(cc) - P[0]/q^2. */
+static double slow_response(int q, const double *R, const double *W)
+{
+	const int nh = q / 2 + 1;
+	long double best = -INFINITY;
+	for (int x = 0; x < q; x++)
+		for (int y = 0; y < q; y++) {
+			long double acc = 0;
+			for (int a = 0; a < q; a++)
+				for (int b = 0; b < q; b++) {
+					int bb = b < nh ? b : q - b, aa = b < nh ? a : (q - a) % q;
+					long double pr, pi;
+					const double *r = R + 2 * ((size_t)aa * nh + bb), *w = W + 2 * ((size_t)aa * nh + bb);
+					pr = (long double)r[0] * w[0] + (long double)r[1] * w[1];
+					pi = (long double)r[1] * w[0] - (long double)r[0] * w[1];
+					if (b >= nh)
+						pi = -pi; /* P[-k] = conj(P[k]) */
+					long double ang = 2 * 3.14159265358979323846264338327950288L *
+							  (long double)((a * x + b * y) % q) / q;
+					acc += pr * cosl(ang) - pi * sinl(ang);
+				}
+			if (acc > best)
+				best = acc;
+		}
+	long double p0 = (long double)R[0] * W[0] + (long double)R[1] * W[1];
+	return (double)((best - p0) / ((long double)q * q));
+}
+
+/* Every q of the fused route: the emulated kernel gives the CPU lanes
+ * route's responses (lane_pairs() of each available SIMD variant) to the
+ * bit, on random spectra, with nref not a multiple of the pairs per
+ * block; and a few pairs agree with the slow transform within 1e-13 of
+ * the largest. */
+static void test_score_fused(void **state)
+{
+	enum { NREF = 19, NQ = 3 };
+	int nroute = 0;
+	(void)state;
+
+	for (int q = 4; q <= 64; q += 2) {
+		const int m = apk_score_fused_m(q);
+		if (m == 0)
+			continue;
+		nroute++;
+		assert_int_equal(apple_score_lane_m(q), m); /* the CPU's lanes route has this q */
+		const size_t ns = (size_t)q * (m + 1);
+		double tab[APPLE_LANE_TAB], emu[NQ * NREF];
+		double *R = xmalloc(sizeof(double) * 2 * ns * NREF), *W = xmalloc(sizeof(double) * 2 * ns * NQ);
+		double *Rl = xmalloc(sizeof(double) * 8 * ns), *Y = xmalloc(sizeof(double) * 8 * ns);
+		double *wl = xmalloc(sizeof(double) * 2 * ns);
+		apple_score_lane_tab(m, tab);
+		for (size_t i = 0; i < 2 * ns * NREF; i++)
+			R[i] = urand_pm();
+		for (size_t i = 0; i < 2 * ns * NQ; i++)
+			W[i] = urand_pm();
+		emu_score_fused(m, tab, R, NREF, W, NQ, emu);
+		int ran = 0;
+		for (int isa = 0; isa < SP_ISA_COUNT; isa++) {
+			const apple_score_simd_t *v = apple_score_simd(isa);
+			if (v == NULL)
+				continue;
+			const int w = v->width;
+			for (int k = 0; k < NQ; k++) {
+				for (size_t e = 0; e < ns; e++) { /* the query's re, im planes */
+					wl[e] = W[2 * ns * k + 2 * e];
+					wl[ns + e] = W[2 * ns * k + 2 * e + 1];
+				}
+				for (int g = 0; g * w < NREF; g++) {
+					double out[4];
+					for (int l = 0; l < w; l++)
+						for (size_t e = 0; e < ns; e++) {
+							const int r = g * w + l;
+							Rl[e * w + l] = r < NREF ? R[2 * ns * r + 2 * e] : 0.0;
+							Rl[(ns + e) * w + l] = r < NREF ? R[2 * ns * r + 2 * e + 1] : 0.0;
+						}
+					assert_int_equal(v->lane_pairs(q, tab, Rl, wl, wl + ns, Y,
+								       1.0 / ((double)q * q), out), 0);
+					for (int l = 0; l < w && g * w + l < NREF; l++)
+						assert_memory_equal(&emu[k * NREF + g * w + l], &out[l],
+								    sizeof(double));
+				}
+			}
+			ran++;
+		}
+		assert_true(ran >= 1);
+		double big = 0.0;
+		for (int i = 0; i < NQ * NREF; i++)
+			big = fabs(emu[i]) > big ? fabs(emu[i]) : big;
+		for (int i = 0; i < 3; i++) { /* pairs (0, 0), (1, 9), (2, 18) */
+			const int k = i, r = 9 * i;
+			double ref = slow_response(q, R + 2 * ns * r, W + 2 * ns * k);
+			assert_true(fabs(emu[k * NREF + r] - ref) <= 1e-13 * big);
+		}
+		free(R);
+		free(W);
+		free(Rl);
+		free(Y);
+		free(wl);
+	}
+	assert_int_equal(nroute, 11); /* q = 2m, m = 3, 5, ..., 23 */
+	print_message("# fused score: %d q, the lanes route's bits; slow transform within 1e-13\n",
+		      nroute);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -556,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_morphology_2k),
 		cmocka_unit_test(test_morphology_random),
 		cmocka_unit_test(test_preprocess_moments_random),
+		cmocka_unit_test(test_score_fused),
 	};
 	char path[1024];
 	FILE *f;

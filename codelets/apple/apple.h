@@ -353,6 +353,15 @@ apple_score_cuda_t *apple_score_cuda_new(int q, int nref, int nquery_chunk);
 /* Frees *p (cuFFT plans) and sets *p to NULL. */
 void apple_score_cuda_free(apple_score_cuda_t **p);
 
+/* The route apple_score_responses_cuda() takes for q: m (> 0) where q =
+ * 2m, m odd <= 23, the fused kernel (each (query, reference) pair's
+ * product, inverse and maximum in one block's shared memory; the same
+ * operations as the CPU's lanes route, so the same bits for the same
+ * spectra); 0 for cuFFT's batched Z2D (other q, or the environment has
+ * STARPIPE_APPLE_SCORE=fftw).  A plan set keeps the route it was made
+ * with; make it and size its scratch under the same environment. */
+int apple_score_cuda_fused(int q);
+
 /* Bytes of device scratch the score functions need with a plan set made
  * for (q, nref, nquery_chunk); 256-byte aligned sub-buffers. */
 size_t apple_score_cuda_scratch(int q, int nref, int nquery_chunk);

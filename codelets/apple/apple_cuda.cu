@@ -3,6 +3,7 @@
 #include <cufft.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_handles.h"
 extern "C" {
@@ -33,6 +34,21 @@ extern "C" {
  * Responses differ from the CPU's only through the transforms' rounding
  * (cuFFT against FFTW_ESTIMATE): ~1e-15 of the correlation's magnitude.
  *
+ * The fused route (apple_score_cuda_fused(q): q = 2m, m odd <= 23, the
+ * default particle size's q = 26 among them) replaces steps 3 and 4 by
+ * one kernel, score_fused_kernel: a block per (query, npair references)
+ * forms each pair's product, its column DFTs, its rows' real inverses and
+ * their maximum in shared memory and registers (apple_kern.h, phases 1 to
+ * 3), so no product or correlation crosses global memory: the cuFFT route
+ * writes and reads back about 22 KB per pair at q = 26 (P, then creal),
+ * ~125 GB per 4k micrograph.  Each thread does what one SIMD lane of the
+ * CPU's lanes route does, in the same order, so for the same spectra the
+ * responses are the CPU lanes route's bits.  Its chunks are capped at
+ * APPLE_CUDA_FUSED_CHUNK queries: only the gather and the forward D2Z
+ * scale with the chunk, and a tile's last chunk pays a full one.
+ * STARPIPE_APPLE_SCORE=fftw selects the cuFFT route, as it selects FFTW's
+ * on the CPU.
+ *
  * Classification: one thread per window position, the support vectors
  * staged through shared memory in tiles (every thread reads the same one:
  * a broadcast), libsvm's sum in SV order with apple_cpu.c's operations,
@@ -49,11 +65,24 @@ extern "C" {
 #define MAX_BLOCKS (1u << 20)
 #define ALIGN 256
 
+#define APPLE_CUDA_FUSED_CHUNK 512
+
 struct apple_score_cuda {
 	int q, nref, chunk;
+	int m;       /* apple_score_cuda_fused(q): the fused route, or 0 */
+	double *tab; /* device: apple_score_lane_tab(m) (fused route) */
 	cufftHandle fwd, inv;
 	int has_fwd, has_inv;
 };
+
+extern "C" int apple_score_cuda_fused(int q)
+{
+	const char *route = getenv("STARPIPE_APPLE_SCORE");
+
+	if (route != NULL && strcmp(route, "fftw") == 0)
+		return 0;
+	return apk_score_fused_m(q);
+}
 
 static size_t align_up(size_t x)
 {
@@ -61,18 +90,18 @@ static size_t align_up(size_t x)
 }
 
 /* Byte offsets of the scratch buffers; returns the total. */
-static size_t scratch_layout(int q, int nref, int chunk, size_t off[4])
+static size_t scratch_layout(int q, int nref, int chunk, int fused, size_t off[4])
 {
 	size_t nn = (size_t)q * q, ns = apple_score_spec_size(q), c = (size_t)chunk;
-	size_t o = 0;
+	size_t o = 0; /* fused: no P, no creal */
 	off[0] = o; /* wreal */
 	o = align_up(o + c * nn * sizeof(double));
 	off[1] = o; /* wspec */
 	o = align_up(o + c * ns * sizeof(cufftDoubleComplex));
 	off[2] = o; /* P */
-	o = align_up(o + c * nref * ns * sizeof(cufftDoubleComplex));
+	o = align_up(o + !fused * c * nref * ns * sizeof(cufftDoubleComplex));
 	off[3] = o; /* creal */
-	o = align_up(o + c * nref * nn * sizeof(double));
+	o = align_up(o + !fused * c * nref * nn * sizeof(double));
 	return o;
 }
 
@@ -81,7 +110,7 @@ extern "C" size_t apple_score_cuda_scratch(int q, int nref, int nquery_chunk)
 	size_t off[4];
 	if (q < 1 || nref < 1 || nquery_chunk < 1)
 		return 0;
-	return scratch_layout(q, nref, nquery_chunk, off);
+	return scratch_layout(q, nref, nquery_chunk, apple_score_cuda_fused(q) > 0, off);
 }
 
 extern "C" int apple_score_cuda_chunk(int q, int nref, int nquery, size_t max_bytes)
@@ -90,6 +119,8 @@ extern "C" int apple_score_cuda_chunk(int q, int nref, int nquery, size_t max_by
 
 	if (q < 1 || nref < 1)
 		return 1;
+	if (apple_score_cuda_fused(q) > 0 && hi > APPLE_CUDA_FUSED_CHUNK)
+		hi = APPLE_CUDA_FUSED_CHUNK;
 	/* the largest chunk <= nquery whose scratch fits (at least 1) */
 	while (lo < hi) {
 		int mid = lo + (hi - lo + 1) / 2;
@@ -112,6 +143,7 @@ extern "C" apple_score_cuda_t *apple_score_cuda_new(int q, int nref, int nquery_
 	p->q = q;
 	p->nref = nref;
 	p->chunk = nquery_chunk;
+	p->m = apple_score_cuda_fused(q);
 	int n[2] = { q, q };
 	size_t ws = 0;
 	/* NULL embeds: contiguous [batch][q][q] reals, [batch][q][q/2 + 1] complexes */
@@ -121,6 +153,17 @@ extern "C" apple_score_cuda_t *apple_score_cuda_new(int q, int nref, int nquery_
 	if (cufftMakePlanMany(p->fwd, 2, n, NULL, 1, 0, NULL, 1, 0, CUFFT_D2Z, nquery_chunk,
 			      &ws) != CUFFT_SUCCESS)
 		goto fail;
+	if (p->m > 0) {
+		double tab[APPLE_LANE_TAB];
+		apple_score_lane_tab(p->m, tab);
+		if (cudaMalloc((void **)&p->tab, sizeof tab) != cudaSuccess) {
+			p->tab = NULL;
+			goto fail;
+		}
+		if (cudaMemcpy(p->tab, tab, sizeof tab, cudaMemcpyHostToDevice) != cudaSuccess)
+			goto fail;
+		return p; /* no inverse plan */
+	}
 	if (cufftCreate(&p->inv) != CUFFT_SUCCESS)
 		goto fail;
 	p->has_inv = 1;
@@ -143,6 +186,8 @@ extern "C" void apple_score_cuda_free(apple_score_cuda_t **pp)
 		cufftDestroy(p->fwd);
 	if (p->has_inv)
 		cufftDestroy(p->inv);
+	if (p->tab != NULL)
+		cudaFree(p->tab);
 	free(p);
 	*pp = NULL;
 }
@@ -224,6 +269,63 @@ static __global__ void reduce_kernel(const double *__restrict__ creal, const dou
 	}
 }
 
+/* The fused route for q = 2 M (apple_kern.h): block b takes query
+ * b / ngroups of the chunk and references (b % ngroups) npair .. + npair;
+ * resp: the chunk's first row of responses. */
+template <int M>
+static __global__ void __launch_bounds__(256)
+	score_fused_kernel(const double *__restrict__ tab, const double *__restrict__ spec,
+			   const double *__restrict__ wspec, int nref, int npair, int ngroups,
+			   double inv, double *__restrict__ resp)
+{
+	extern __shared__ double sm[];
+	const int k = blockIdx.x / ngroups, r0 = (blockIdx.x % ngroups) * npair;
+	const int npv = nref - r0 < npair ? nref - r0 : npair;
+	const double *W = wspec + (size_t)4 * M * (M + 1) * k;
+
+	for (int t = threadIdx.x; t < npv * apk_score_pair_threads(M); t += blockDim.x)
+		apk_score_phase1(M, tab, spec, W, r0, npv, t, sm);
+	__syncthreads();
+	for (int t = threadIdx.x; t < npv * 2 * M; t += blockDim.x)
+		apk_score_phase2(M, tab, npv, t, sm);
+	__syncthreads();
+	apk_score_phase3(M, spec, W, r0, npv, threadIdx.x, sm, inv, resp + (size_t)k * nref);
+}
+
+/* Launches the fused kernel for nv queries of wspec against nref
+ * references (m: the plan set's). */
+static int score_fused(int m, const double *tab, const double *spec, const double *wspec,
+		       int nref, int nv, double inv, double *resp, cudaStream_t st)
+{
+	const int npair = apk_score_npair(m), ngroups = (nref + npair - 1) / npair;
+	const unsigned threads = (unsigned)((npair * apk_score_pair_threads(m) + 31) / 32 * 32);
+	const size_t smem = sizeof(double) * (size_t)npair * apk_score_pair_doubles(m);
+	const unsigned blocks = (unsigned)((size_t)nv * ngroups);
+
+	switch (m) {
+#define FUSED_CASE(M)                                                                          \
+	case M:                                                                                \
+		score_fused_kernel<M><<<blocks, threads, smem, st>>>(tab, spec, wspec, nref, npair, \
+								     ngroups, inv, resp);           \
+		break;
+		FUSED_CASE(3)
+		FUSED_CASE(5)
+		FUSED_CASE(7)
+		FUSED_CASE(9)
+		FUSED_CASE(11)
+		FUSED_CASE(13)
+		FUSED_CASE(15)
+		FUSED_CASE(17)
+		FUSED_CASE(19)
+		FUSED_CASE(21)
+		FUSED_CASE(23)
+#undef FUSED_CASE
+	default:
+		return SP_EINVAL;
+	}
+	return sp_cuda_status(cudaGetLastError(), __func__) != 0 ? SP_ECUDA : 0;
+}
+
 static unsigned grid_for(size_t work, unsigned threads)
 {
 	size_t b = (work + threads - 1) / threads;
@@ -241,7 +343,7 @@ extern "C" int apple_score_refs_fft_cuda(apple_score_cuda_t *plans, const double
 		return SP_EINVAL;
 	if (nref == 0)
 		return 0;
-	scratch_layout(plans->q, plans->nref, plans->chunk, off);
+	scratch_layout(plans->q, plans->nref, plans->chunk, plans->m > 0, off);
 	double *wreal = (double *)((char *)scratch + off[0]);
 	cufftDoubleComplex *wspec = (cufftDoubleComplex *)((char *)scratch + off[1]);
 	const size_t nn = (size_t)q * q, ns = apple_score_spec_size(q);
@@ -278,7 +380,7 @@ extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const doubl
 		return SP_EINVAL;
 	if (qend == qbegin)
 		return 0;
-	scratch_layout(q, nref, plans->chunk, off);
+	scratch_layout(q, nref, plans->chunk, plans->m > 0, off);
 	double *wreal = (double *)((char *)scratch + off[0]);
 	cufftDoubleComplex *wspec = (cufftDoubleComplex *)((char *)scratch + off[1]);
 	cufftDoubleComplex *P = (cufftDoubleComplex *)((char *)scratch + off[2]);
@@ -287,7 +389,8 @@ extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const doubl
 	const double inv = 1.0 / (double)nn;
 
 	if (sp_cufft_status(cufftSetStream(plans->fwd, st), "cufftSetStream") != 0 ||
-	    sp_cufft_status(cufftSetStream(plans->inv, st), "cufftSetStream") != 0)
+	    (plans->has_inv &&
+	     sp_cufft_status(cufftSetStream(plans->inv, st), "cufftSetStream") != 0))
 		return SP_ECUDA;
 	for (int k0 = qbegin; k0 < qend; k0 += chunk) {
 		int nv = qend - k0 < chunk ? qend - k0 : chunk;
@@ -297,6 +400,13 @@ extern "C" int apple_score_responses_cuda(apple_score_cuda_t *plans, const doubl
 			return SP_ECUDA;
 		if (sp_cufft_status(cufftExecD2Z(plans->fwd, wreal, wspec), "cufftExecD2Z") != 0)
 			return SP_ECUDA;
+		if (plans->m > 0) {
+			int rc = score_fused(plans->m, plans->tab, spec, (const double *)wspec, nref, nv,
+					     inv, resp + (size_t)(k0 - qbegin) * nref, st);
+			if (rc != 0)
+				return rc;
+			continue;
+		}
 		product_kernel<<<grid_for((size_t)chunk * nref * ns, PROD_THREADS), PROD_THREADS, 0,
 				 st>>>((const double2 *)spec, (const double2 *)wspec, ns, nref, nv,
 				       chunk, (double2 *)P);

@@ -1,4 +1,4 @@
-/* Per-thread bodies of the APPLE CUDA kernels (preprocess, moments, references, morphology), plain C shared with a host emulation. */
+/* Per-thread bodies of the APPLE CUDA kernels (preprocess, moments, references, fused score, morphology), plain C shared with a host emulation. */
 #ifndef SP_APPLE_KERN_H
 #define SP_APPLE_KERN_H
 
@@ -445,6 +445,222 @@ APK_FN void apk_hit_out(const uint8_t *ero, int32_t p, const int32_t *par, const
 			uint8_t *out)
 {
 	out[p] = ero[p] && !hit[par[p]];
+}
+
+/* ---- score: the fused inverse transforms (q = 2m, m odd) ----------------
+ * One block of the CUDA kernel takes one query and npair references
+ * (apk_score_npair()); each (query, reference) pair's product
+ * P = R conj(W), its 2-D inverse and the maximum never leave the block's
+ * shared memory: per pair, Y = the column DFTs [q][ld] (real, then
+ * imaginary plane, ld = apk_score_ld(m) >= m + 1), then q row maxima.
+ * Three phases, barriers between them:
+ *   1. thread (pair, column u, half): half 0 computes A = x1 + x2, half 1
+ *      B = x1 - x2 of the Good-Thomas split (x1 = P[2 n2][u],
+ *      x2 = P[(2 n2 + m) mod q][u]), then A's or B's DFT of odd length m
+ *      into rows half m + k of Y;
+ *   2. thread (pair, row t): the row's real inverse (Hermitian, length q)
+ *      and its maximum;
+ *   3. thread (pair): the maximum of the q row maxima, in row order, then
+ *      (max - P[0]) inv.
+ * Per value these are apple_score_simd.h's lane_body2() operations in its
+ * order (one GPU thread doing what one SIMD lane does, with the table of
+ * apple_score_lane_tab()), so the responses are the CPU lanes route's to
+ * the bit for the same spectra; the maximum over rows, then over the row
+ * maxima, keeps the first largest value in row order, as the lanes' one
+ * running maximum does.  tab's layout is apple_score_simd.h's AS_TAB. */
+#define APK_SCORE_MAXM 23 /* APPLE_LANE_MAXM (apple.h) */
+#define APK_SCORE_H ((APK_SCORE_MAXM - 1) / 2)
+#define APK_TAB(t, c, j, k) \
+	(t)[(c) * (APK_SCORE_H + 1) * (APK_SCORE_H + 1) + (j) * (APK_SCORE_H + 1) + (k)]
+#ifdef __CUDA_ARCH__ /* the device pass (the host compiler does not know it) */
+#define APK_UNROLL _Pragma("unroll")
+#else
+#define APK_UNROLL
+#endif
+#define APK_MAX(x, m) ((x) > (m) ? (x) : (m)) /* the lanes' vmax(x, m) */
+
+/* m where the fused route covers q (q = 2m, m odd, 3 <= m <= 23), else 0. */
+APK_FN int apk_score_fused_m(int q)
+{
+	const int m = q / 2;
+	return q % 2 == 0 && m % 2 == 1 && m >= 3 && m <= APK_SCORE_MAXM ? m : 0;
+}
+
+/* The row pitch of Y: m + 1 rounded up to odd (conflict-free rows and
+ * columns in shared memory banks). */
+APK_FN int apk_score_ld(int m)
+{
+	return (m + 1) | 1;
+}
+
+/* Doubles of shared memory per pair: Y's two planes and the row maxima. */
+APK_FN int apk_score_pair_doubles(int m)
+{
+	return 2 * (2 * m) * apk_score_ld(m) + 2 * m;
+}
+
+/* Pairs per block: up to 8, within 6144 doubles (48 KiB) of shared memory. */
+APK_FN int apk_score_npair(int m)
+{
+	int n = 6144 / apk_score_pair_doubles(m);
+	return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+/* Threads per pair: the larger of phase 1's 2 (m + 1) and phase 2's q. */
+APK_FN int apk_score_pair_threads(int m)
+{
+	return 2 * (m + 1);
+}
+
+/* Phase 1 for one (column u, half) of one pair: R, W [q][m + 1] complex
+ * (interleaved re, im), Y's planes yr, yi with pitch ld. */
+APK_FN void apk_score_col(const int m, const double *tab, const double *R, const double *W, int u,
+			  int half, double *yr, double *yi, int ld)
+{
+	const int q = 2 * m, nh = m + 1, h = (m - 1) / 2;
+	double ar[APK_SCORE_MAXM], ai[APK_SCORE_MAXM];
+	double pr[APK_SCORE_H + 1], pi[APK_SCORE_H + 1], dr[APK_SCORE_H + 1], di[APK_SCORE_H + 1];
+
+	APK_UNROLL
+	for (int n2 = 0; n2 < m; n2++) {
+		const int o1 = 2 * n2 * nh + u, o2 = ((2 * n2 + m) % q) * nh + u;
+		const double r1 = R[2 * o1], i1 = R[2 * o1 + 1], c1 = W[2 * o1], d1 = W[2 * o1 + 1];
+		const double r2 = R[2 * o2], i2 = R[2 * o2 + 1], c2 = W[2 * o2], d2 = W[2 * o2 + 1];
+		/* R conj(W): re = a c + b d, im = b c - a d */
+		const double x1r = APK_ADD(APK_MUL(r1, c1), APK_MUL(i1, d1));
+		const double x1i = APK_SUB(APK_MUL(i1, c1), APK_MUL(r1, d1));
+		const double x2r = APK_ADD(APK_MUL(r2, c2), APK_MUL(i2, d2));
+		const double x2i = APK_SUB(APK_MUL(i2, c2), APK_MUL(r2, d2));
+		ar[n2] = half ? APK_SUB(x1r, x2r) : APK_ADD(x1r, x2r);
+		ai[n2] = half ? APK_SUB(x1i, x2i) : APK_ADD(x1i, x2i);
+	}
+	/* the DFT of odd length m (lane_cdft()): inputs j and m - j paired */
+	double s0r = ar[0], s0i = ai[0];
+	APK_UNROLL
+	for (int j = 1; j <= h; j++) {
+		pr[j] = APK_ADD(ar[j], ar[m - j]);
+		pi[j] = APK_ADD(ai[j], ai[m - j]);
+		dr[j] = APK_SUB(ar[j], ar[m - j]);
+		di[j] = APK_SUB(ai[j], ai[m - j]);
+		s0r = APK_ADD(s0r, pr[j]);
+		s0i = APK_ADD(s0i, pi[j]);
+	}
+	double *yrh = yr + (size_t)half * m * ld + u, *yih = yi + (size_t)half * m * ld + u;
+	yrh[0] = s0r;
+	yih[0] = s0i;
+	APK_UNROLL
+	for (int k = 1; k <= h; k++) {
+		double cr = ar[0], ci = ai[0];
+		double sr = APK_MUL(dr[1], APK_TAB(tab, 1, 1, k)), si = APK_MUL(di[1], APK_TAB(tab, 1, 1, k));
+		cr = APK_ADD(cr, APK_MUL(pr[1], APK_TAB(tab, 0, 1, k)));
+		ci = APK_ADD(ci, APK_MUL(pi[1], APK_TAB(tab, 0, 1, k)));
+		APK_UNROLL
+		for (int j = 2; j <= h; j++) {
+			cr = APK_ADD(cr, APK_MUL(pr[j], APK_TAB(tab, 0, j, k)));
+			ci = APK_ADD(ci, APK_MUL(pi[j], APK_TAB(tab, 0, j, k)));
+			sr = APK_ADD(sr, APK_MUL(dr[j], APK_TAB(tab, 1, j, k)));
+			si = APK_ADD(si, APK_MUL(di[j], APK_TAB(tab, 1, j, k)));
+		}
+		yrh[(size_t)k * ld] = APK_SUB(cr, si); /* C + i (i d sin) */
+		yih[(size_t)k * ld] = APK_ADD(ci, sr);
+		yrh[(size_t)(m - k) * ld] = APK_ADD(cr, si);
+		yih[(size_t)(m - k) * ld] = APK_SUB(ci, sr);
+	}
+}
+
+/* mx and the real DFT of odd length m of the Hermitian sequence a0 (real),
+ * a[1..(m - 1)/2] (lane_rdft_max()). */
+APK_FN double apk_score_rdft_max(const int m, const double *tab, double a0, const double *ar,
+				 const double *ai, double mx)
+{
+	const int h = (m - 1) / 2;
+	double s = ar[1];
+
+	APK_UNROLL
+	for (int j = 2; j <= h; j++)
+		s = APK_ADD(s, ar[j]);
+	double v = APK_ADD(a0, APK_MUL(s, 2.0));
+	mx = APK_MAX(v, mx);
+	APK_UNROLL
+	for (int k = 1; k <= h; k++) {
+		double c = APK_ADD(a0, APK_MUL(ar[1], APK_TAB(tab, 2, 1, k)));
+		double sv = APK_MUL(ai[1], APK_TAB(tab, 3, 1, k));
+		APK_UNROLL
+		for (int j = 2; j <= h; j++) {
+			c = APK_ADD(c, APK_MUL(ar[j], APK_TAB(tab, 2, j, k)));
+			sv = APK_ADD(sv, APK_MUL(ai[j], APK_TAB(tab, 3, j, k)));
+		}
+		v = APK_SUB(c, sv);
+		mx = APK_MAX(v, mx);
+		v = APK_ADD(c, sv);
+		mx = APK_MAX(v, mx);
+	}
+	return mx;
+}
+
+/* Phase 2 for one row (yr, yi: the row of Y's planes): the maximum of its
+ * q real outputs (from -inf). */
+APK_FN double apk_score_row(const int m, const double *tab, const double *yr, const double *yi)
+{
+	const int h = (m - 1) / 2;
+	double pr[APK_SCORE_H + 1], pi[APK_SCORE_H + 1], qr[APK_SCORE_H + 1], qi[APK_SCORE_H + 1];
+
+	APK_UNROLL
+	for (int j = 1; j <= h; j++) {
+		pr[j] = APK_ADD(yr[2 * j], yr[m - 2 * j]);
+		pi[j] = APK_SUB(yi[2 * j], yi[m - 2 * j]);
+		qr[j] = APK_SUB(yr[2 * j], yr[m - 2 * j]);
+		qi[j] = APK_ADD(yi[2 * j], yi[m - 2 * j]);
+	}
+	double mx = -(double)INFINITY;
+	mx = apk_score_rdft_max(m, tab, APK_ADD(yr[0], yr[m]), pr, pi, mx);
+	return apk_score_rdft_max(m, tab, APK_SUB(yr[0], yr[m]), qr, qi, mx);
+}
+
+/* Phase 3: the response of a pair from its q row maxima. */
+APK_FN double apk_score_finish(int q, const double *rowmax, const double *R, const double *W,
+			       double inv)
+{
+	double mx = -(double)INFINITY;
+	for (int t = 0; t < q; t++)
+		mx = APK_MAX(rowmax[t], mx);
+	const double p0 = APK_ADD(APK_MUL(R[0], W[0]), APK_MUL(R[1], W[1]));
+	return APK_MUL(APK_SUB(mx, p0), inv);
+}
+
+/* Thread tid of a block (query spectrum W, references r0 .. r0 + npv - 1
+ * of spec [nref][ns] complex, shared memory sm of npair pairs) in phase
+ * 1, 2 or 3; a thread beyond its phase's work does nothing.  Phase 3
+ * writes resp[r0 + pair] (resp: the query's row of responses). */
+APK_FN void apk_score_phase1(const int m, const double *tab, const double *spec, const double *W,
+			     int r0, int npv, int tid, double *sm)
+{
+	const int q = 2 * m, per = apk_score_pair_threads(m), pair = tid / per, ld = apk_score_ld(m);
+	if (pair >= npv)
+		return;
+	const int u = (tid % per) >> 1, half = (tid % per) & 1;
+	double *yr = sm + (size_t)pair * apk_score_pair_doubles(m);
+	apk_score_col(m, tab, spec + (size_t)2 * q * (m + 1) * (r0 + pair), W, u, half, yr,
+		      yr + (size_t)q * ld, ld);
+}
+
+APK_FN void apk_score_phase2(const int m, const double *tab, int npv, int tid, double *sm)
+{
+	const int q = 2 * m, pair = tid / q, t = tid % q, ld = apk_score_ld(m);
+	if (pair >= npv)
+		return;
+	double *y = sm + (size_t)pair * apk_score_pair_doubles(m);
+	y[(size_t)2 * q * ld + t] = apk_score_row(m, tab, y + (size_t)t * ld, y + (size_t)(q + t) * ld);
+}
+
+APK_FN void apk_score_phase3(const int m, const double *spec, const double *W, int r0, int npv,
+			     int tid, const double *sm, double inv, double *resp)
+{
+	const int q = 2 * m, ld = apk_score_ld(m);
+	if (tid >= npv)
+		return;
+	const double *rowmax = sm + (size_t)tid * apk_score_pair_doubles(m) + (size_t)2 * q * ld;
+	resp[r0 + tid] = apk_score_finish(q, rowmax, spec + (size_t)2 * q * (m + 1) * (r0 + tid), W, inv);
 }
 
 #endif /* SP_APPLE_KERN_H */
