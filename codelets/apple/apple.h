@@ -336,8 +336,9 @@ void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const ap
  * `stream` (no allocation, no synchronisation) and returns 0, SP_EINVAL
  * (bad sizes, or a plan set made for another q/nref) or SP_ECUDA (a CUDA or
  * cuFFT call or launch failed).  Results match the CPU twins above: the
- * responses to ~1e-15 of the correlations' magnitude (cuFFT's rounding
- * against FFTW's), the segmentation exactly but where a decision value
+ * responses to ~1e-15 of the correlations' magnitude (the queries'
+ * spectra by cuFFT against FFTW; the fused route's inverses are the CPU
+ * lanes route's to the bit), the segmentation exactly but where a decision value
  * lies within a few ulp of 0 (CUDA's exp against glibc's).
  */
 struct CUstream_st;
