@@ -76,15 +76,24 @@ static void triplets_free(sp_value_t *v)
 	free(t);
 }
 
-/* Chunks per worker: enough for the schedulers to balance, few enough that
- * each task lasts milliseconds. */
+/* Chunks: on CPU workers 8 per worker, enough for the schedulers to
+ * balance, few enough that each task lasts milliseconds.  Where the stage
+ * may use CUDA workers and the session has some, 4 per CUDA worker
+ * instead: on the H200 node (2026-11-24, doc/gpu.md) N = 1000 in 128 chunks
+ * (8 per worker of 15 CPUs + 1 GPU) gave 1920 product tasks of 22 us of
+ * GPU each; the GPU was busy 0.065 s of the item's 0.54 s, so each task
+ * cost ~0.25 ms of wall in the runtime, and the CPU workers took none (a
+ * GPU does a chunk ~200x faster than a core: 4.5 ms against 22 us). */
 #define JSYNC_CHUNKS_PER_WORKER 8
+#define JSYNC_CHUNKS_PER_CUDA_WORKER 4
 #define JSYNC_MIN_CHUNK_TRIPLETS (1 << 16)
 
-static size_t auto_chunks(int64_t N)
+static size_t auto_chunks(int64_t N, unsigned where)
 {
 	int64_t T = jsync_ntriplets(N);
-	size_t n = (size_t)sp_item_nworkers() * JSYNC_CHUNKS_PER_WORKER;
+	unsigned ncuda = where == 0 || (where & SP_IMPL_CUDA) ? sp_item_ncuda_workers() : 0;
+	size_t n = ncuda > 0 ? (size_t)ncuda * JSYNC_CHUNKS_PER_CUDA_WORKER
+			     : (size_t)sp_item_nworkers() * JSYNC_CHUNKS_PER_WORKER;
 	if (n < 1)
 		n = 1;
 	if ((int64_t)n > T / JSYNC_MIN_CHUNK_TRIPLETS)
@@ -128,7 +137,7 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	t->rijs = r;
 	t->N = r->N;
 
-	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(r->N);
+	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(r->N, st->where);
 	t->bounds = malloc((want + 1) * sizeof *t->bounds);
 	if (t->bounds == NULL)
 		return SP_ENOMEM;
@@ -192,7 +201,7 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.help = "Best J-configuration of every triplet",
 	SP_KIND_PARAMS(triplets_params),
 	.params_size = sizeof(struct triplets_params),
-	.tile = "chunk tasks over ranges of pairs; default 8 per worker",
+	.tile = "chunk tasks over ranges of pairs; default 8 per worker, 4 per CUDA worker where there are some",
 	SP_KIND_INPUTS(triplets_inputs),
 	SP_KIND_OUTPUTS(triplets_outputs),
 	.impl = SP_IMPL_CPU_CUDA,

@@ -121,3 +121,8 @@ unsigned sp_item_nworkers(void)
 {
 	return starpu_worker_get_count();
 }
+
+unsigned sp_item_ncuda_workers(void)
+{
+	return starpu_worker_get_count_by_type(STARPU_CUDA_WORKER);
+}

@@ -213,4 +213,7 @@ long sp_sim_count(const char *name, long def);
 /* Number of CPU and CUDA workers of the session, for task splitting. */
 unsigned sp_item_nworkers(void);
 
+/* Number of CUDA workers of the session (0 in a CPU-only build or run). */
+unsigned sp_item_ncuda_workers(void);
+
 #endif /* SP_ITEM_H */
