@@ -41,7 +41,7 @@ extern "C" {
  * their maximum in shared memory and registers (apple_kern.h, phases 1 to
  * 3), so no product or correlation crosses global memory: the cuFFT route
  * writes and reads back about 22 KB per pair at q = 26 (P, then creal),
- * ~125 GB per 4k micrograph.  Each thread does what one SIMD lane of the
+ * ~140 GB per 4k micrograph.  Each thread does what one SIMD lane of the
  * CPU's lanes route does, in the same order, so for the same spectra the
  * responses are the CPU lanes route's bits.  Its chunks are capped at
  * APPLE_CUDA_FUSED_CHUNK queries: only the gather and the forward D2Z

@@ -512,36 +512,46 @@ APK_FN int apk_score_pair_threads(int m)
 	return 2 * (m + 1);
 }
 
+/* Input n2 of the odd DFT of phase 1: half 0 x1 + x2, half 1 x1 - x2, with
+ * x1 = P[2 n2][u], x2 = P[(2 n2 + m) mod q][u] and P = R conj(W)
+ * (re = a c + b d, im = b c - a d: the lanes' product). */
+APK_FN void apk_score_half(const int m, const double *R, const double *W, int u, int n2, int half,
+			   double *re, double *im)
+{
+	const int q = 2 * m, nh = m + 1;
+	const int o1 = 2 * n2 * nh + u, o2 = ((2 * n2 + m) % q) * nh + u;
+	const double r1 = R[2 * o1], i1 = R[2 * o1 + 1], c1 = W[2 * o1], d1 = W[2 * o1 + 1];
+	const double r2 = R[2 * o2], i2 = R[2 * o2 + 1], c2 = W[2 * o2], d2 = W[2 * o2 + 1];
+	const double x1r = APK_ADD(APK_MUL(r1, c1), APK_MUL(i1, d1));
+	const double x1i = APK_SUB(APK_MUL(i1, c1), APK_MUL(r1, d1));
+	const double x2r = APK_ADD(APK_MUL(r2, c2), APK_MUL(i2, d2));
+	const double x2i = APK_SUB(APK_MUL(i2, c2), APK_MUL(r2, d2));
+	*re = half ? APK_SUB(x1r, x2r) : APK_ADD(x1r, x2r);
+	*im = half ? APK_SUB(x1i, x2i) : APK_ADD(x1i, x2i);
+}
+
 /* Phase 1 for one (column u, half) of one pair: R, W [q][m + 1] complex
  * (interleaved re, im), Y's planes yr, yi with pitch ld. */
 APK_FN void apk_score_col(const int m, const double *tab, const double *R, const double *W, int u,
 			  int half, double *yr, double *yi, int ld)
 {
-	const int q = 2 * m, nh = m + 1, h = (m - 1) / 2;
-	double ar[APK_SCORE_MAXM], ai[APK_SCORE_MAXM];
+	const int h = (m - 1) / 2;
 	double pr[APK_SCORE_H + 1], pi[APK_SCORE_H + 1], dr[APK_SCORE_H + 1], di[APK_SCORE_H + 1];
+	double a0r, a0i;
 
-	APK_UNROLL
-	for (int n2 = 0; n2 < m; n2++) {
-		const int o1 = 2 * n2 * nh + u, o2 = ((2 * n2 + m) % q) * nh + u;
-		const double r1 = R[2 * o1], i1 = R[2 * o1 + 1], c1 = W[2 * o1], d1 = W[2 * o1 + 1];
-		const double r2 = R[2 * o2], i2 = R[2 * o2 + 1], c2 = W[2 * o2], d2 = W[2 * o2 + 1];
-		/* R conj(W): re = a c + b d, im = b c - a d */
-		const double x1r = APK_ADD(APK_MUL(r1, c1), APK_MUL(i1, d1));
-		const double x1i = APK_SUB(APK_MUL(i1, c1), APK_MUL(r1, d1));
-		const double x2r = APK_ADD(APK_MUL(r2, c2), APK_MUL(i2, d2));
-		const double x2i = APK_SUB(APK_MUL(i2, c2), APK_MUL(r2, d2));
-		ar[n2] = half ? APK_SUB(x1r, x2r) : APK_ADD(x1r, x2r);
-		ai[n2] = half ? APK_SUB(x1i, x2i) : APK_ADD(x1i, x2i);
-	}
-	/* the DFT of odd length m (lane_cdft()): inputs j and m - j paired */
-	double s0r = ar[0], s0i = ai[0];
+	/* the inputs j and m - j are formed together and paired at once (the
+	 * lanes form all m first: the same values, fewer live registers) */
+	apk_score_half(m, R, W, u, 0, half, &a0r, &a0i);
+	double s0r = a0r, s0i = a0i;
 	APK_UNROLL
 	for (int j = 1; j <= h; j++) {
-		pr[j] = APK_ADD(ar[j], ar[m - j]);
-		pi[j] = APK_ADD(ai[j], ai[m - j]);
-		dr[j] = APK_SUB(ar[j], ar[m - j]);
-		di[j] = APK_SUB(ai[j], ai[m - j]);
+		double ajr, aji, bjr, bji;
+		apk_score_half(m, R, W, u, j, half, &ajr, &aji);
+		apk_score_half(m, R, W, u, m - j, half, &bjr, &bji);
+		pr[j] = APK_ADD(ajr, bjr);
+		pi[j] = APK_ADD(aji, bji);
+		dr[j] = APK_SUB(ajr, bjr);
+		di[j] = APK_SUB(aji, bji);
 		s0r = APK_ADD(s0r, pr[j]);
 		s0i = APK_ADD(s0i, pi[j]);
 	}
@@ -550,7 +560,7 @@ APK_FN void apk_score_col(const int m, const double *tab, const double *R, const
 	yih[0] = s0i;
 	APK_UNROLL
 	for (int k = 1; k <= h; k++) {
-		double cr = ar[0], ci = ai[0];
+		double cr = a0r, ci = a0i;
 		double sr = APK_MUL(dr[1], APK_TAB(tab, 1, 1, k)), si = APK_MUL(di[1], APK_TAB(tab, 1, 1, k));
 		cr = APK_ADD(cr, APK_MUL(pr[1], APK_TAB(tab, 0, 1, k)));
 		ci = APK_ADD(ci, APK_MUL(pi[1], APK_TAB(tab, 0, 1, k)));
