@@ -147,7 +147,7 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
  * q x q, for queries [qbegin, qend) (query k = grid cell (k / gx, k % gx),
  * window at row (k / gx) q/2, column (k % gx) q/2) against all nref
  * references: resp[(k - qbegin) * nref + r].  Where apple_score_lane_m(q)
- * is not 0 (every even q from 6 to 56 but 8, 16, 32, 50 and 54) the inverses
+ * is not 0 (every even q from 6 to 56 but 8, 16, 32, 50 and 54; 58 and 62) the inverses
  * run as hand-written DFTs in SIMD lanes, one reference per lane (the
  * "lanes" route); for other q through FFTW's plans (the "fftw" route), and
  * for every q when the environment has STARPIPE_APPLE_SCORE=fftw.  The two differ by rounding
@@ -156,16 +156,16 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
 /* The odd factor m of q whose table the lanes route uses: q = 2m (m <=
- * APPLE_LANE_MAXM), 4m (m <= 13), 8m (m <= 7) or 16m (m = 3), m odd >= 3;
- * 0 where q has no lanes route (q = 4, 8, 16, 32, 50, 54 and from 58 on:
- * FFTW's, as fast or faster there, or not worth the code). */
+ * 23, 29 and 31), 4m (m <= 13), 8m (m <= 7) or 16m (m = 3), m odd >= 3;
+ * 0 where q has no lanes route (q = 4, 8, 16, 32, 50, 54, 60 and from 64
+ * on: FFTW's, as fast or faster there, or not worth the code). */
 int apple_score_lane_m(int q);
 
 /* The lanes route's largest m, and its table of cosines and sines for
  * m (odd, 3 <= m <= APPLE_LANE_MAXM): cos, sin, 2 cos, 2 sin of
  * 2 pi j k / m for j, k = 1..(m - 1)/2, each [APPLE_LANE_H + 1]^2 doubles
  * at [j][k] (lane_pairs()' tab). */
-#define APPLE_LANE_MAXM 23
+#define APPLE_LANE_MAXM 31
 #define APPLE_LANE_H ((APPLE_LANE_MAXM - 1) / 2)
 #define APPLE_LANE_TAB (4 * (APPLE_LANE_H + 1) * (APPLE_LANE_H + 1))
 void apple_score_lane_tab(int m, double tab[APPLE_LANE_TAB]);

@@ -33,7 +33,8 @@
  *
  * One q x q inverse per (query, reference) pair is most of the score's
  * time.  Where apple_score_lane_m(q) gives q = P m with P = 2, 4, 8 or 16
- * and m odd (every even q from 6 to 56 but 8, 16, 32, 50, 54; q = 26 for
+ * and m odd (every even q from 6 to 56 but 8, 16, 32, 50, 54, and 58 and
+ * 62, where FFTW runs Rader's algorithm; q = 26 for
  * ASPIRE's default particle size 78) it runs as hand-written DFTs in SIMD
  * lanes, one reference per lane (apple_score_simd.h: Good-Thomas indexing,
  * so no twiddle factors between P and m; the odd-length DFTs pair their
@@ -498,6 +499,8 @@ apple_score_fft_t *apple_score_fft_init(int q)
 	apple_score_fft_set_lanes(f, route == NULL || strcmp(route, "fftw") != 0);
 	return f;
 }
+
+_Static_assert(APK_TAB_H == APPLE_LANE_H, "apple_kern.h reads apple_score_lane_tab()'s layout");
 
 int apple_score_lane_m(int q)
 {

@@ -66,6 +66,8 @@ extern "C" {
 #define ALIGN 256
 
 #define APPLE_CUDA_FUSED_CHUNK 512
+static_assert(APK_TAB_H == APPLE_LANE_H, "apple_kern.h reads apple_score_lane_tab()'s layout");
+static_assert(APK_SCORE_MAXM <= APPLE_LANE_MAXM, "the fused route's table comes from the lanes'");
 
 struct apple_score_cuda {
 	int q, nref, chunk;

@@ -468,10 +468,11 @@ APK_FN void apk_hit_out(const uint8_t *ero, int32_t p, const int32_t *par, const
  * the bit for the same spectra; the maximum over rows, then over the row
  * maxima, keeps the first largest value in row order, as the lanes' one
  * running maximum does.  tab's layout is apple_score_simd.h's AS_TAB. */
-#define APK_SCORE_MAXM 23 /* APPLE_LANE_MAXM (apple.h) */
+#define APK_SCORE_MAXM 23 /* the largest m of the fused route */
 #define APK_SCORE_H ((APK_SCORE_MAXM - 1) / 2)
+#define APK_TAB_H 15 /* the table's layout: APPLE_LANE_H (apple.h) */
 #define APK_TAB(t, c, j, k) \
-	(t)[(c) * (APK_SCORE_H + 1) * (APK_SCORE_H + 1) + (j) * (APK_SCORE_H + 1) + (k)]
+	(t)[(c) * (APK_TAB_H + 1) * (APK_TAB_H + 1) + (j) * (APK_TAB_H + 1) + (k)]
 #ifdef __CUDA_ARCH__ /* the device pass (the host compiler does not know it) */
 #define APK_UNROLL _Pragma("unroll")
 #else

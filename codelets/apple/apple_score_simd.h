@@ -426,8 +426,8 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
  * (doc/profiling.md). */
 #define AS_LANE_ROUTES(X)                                                                       \
 	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
-	X(2, 23) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3) X(8, 5) X(8, 7) \
-	X(16, 3)
+	X(2, 23) X(2, 29) X(2, 31) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3)     \
+	X(8, 5) X(8, 7) X(16, 3)
 #endif
 
 static inline AS_VD AS_FN(vmax)(AS_VD x, AS_VD m) /* x > m ? x : m per lane */
