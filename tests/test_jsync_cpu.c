@@ -82,6 +82,51 @@ static void test_golden(void **state)
 	free(ch);
 }
 
+/* jsync_quantize() against the obvious llrint(ldexp(v, e)) with e from
+ * frexp of max |v|: random vectors of several magnitudes and signs, values
+ * whose scaled form is an exact tie (k + 0.5, both parities, both signs),
+ * zeros and negative zeros, subnormals, and the zero vector (e = 0). */
+static void test_quantize(void **state)
+{
+	enum { P = 4096 };
+	double *v = xmalloc(sizeof(double) * P);
+	int64_t *got = xmalloc(sizeof(int64_t) * P), *want = xmalloc(sizeof(int64_t) * P);
+	unsigned long long r = 12345;
+	(void)state;
+
+	for (int trial = 0; trial < 6; trial++) {
+		const double mag = ldexp(1.0, -20 * trial + 30); /* 2^30 .. 2^-70 */
+		for (int p = 0; p < P; p++) {
+			r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+			v[p] = ((double)(r >> 11) / 9007199254740992.0 - 0.5) * mag;
+		}
+		v[0] = mag / 2; /* the largest: vmax = 2^(x - 1) exactly */
+		int x;
+		frexp(mag / 2, &x);
+		const int e = JSYNC_QBITS - x;
+		for (int k = 1; k < 64; k++) /* exact ties after scaling: (k + 0.5) 2^-e */
+			v[k] = ldexp((k % 2 ? -1.0 : 1.0) * (k + 0.5), -e);
+		v[64] = 0.0;
+		v[65] = -0.0;
+		v[66] = 0x1p-1074 * (trial + 1); /* subnormal */
+		assert_int_equal(jsync_quantize(v, P, got), e);
+		for (int p = 0; p < P; p++)
+			want[p] = (int64_t)llrint(ldexp(v[p], e));
+		for (int p = 0; p < P; p++)
+			if (got[p] != want[p])
+				print_message("# trial %d p %d: v %a got %lld want %lld\n", trial, p, v[p],
+					      (long long)got[p], (long long)want[p]);
+		assert_memory_equal(got, want, sizeof(int64_t) * P);
+	}
+	memset(v, 0, sizeof(double) * P);
+	got[0] = 7;
+	assert_int_equal(jsync_quantize(v, P, got), 0);
+	assert_int_equal(got[0], 0);
+	free(v);
+	free(got);
+	free(want);
+}
+
 static void test_pair_index(void **state)
 {
 	(void)state;
@@ -657,6 +702,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_golden),
+		cmocka_unit_test(test_quantize),
 		cmocka_unit_test(test_pair_index),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_best_vs_ref),
