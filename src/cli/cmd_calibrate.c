@@ -195,12 +195,12 @@ static int footprint_touched(const struct calib *c, const char *sym, uint32_t fp
 	return 0;
 }
 
-/* The last run's progress: the rows under the threshold, and how many of
- * them gained samples in it. */
+/* The last run's progress: the rows under the threshold, how many of them
+ * gained samples in it, and how many in this session. */
 static void progress(const struct calib *c, size_t *nrows, size_t *nshort, size_t *nmoving,
-		     const sp_model_row_t **fewest)
+		     size_t *nlive, const sp_model_row_t **fewest)
 {
-	*nrows = *nshort = *nmoving = 0;
+	*nrows = *nshort = *nmoving = *nlive = 0;
 	*fewest = NULL;
 	for (size_t i = 0; i < c->nnow; i++) {
 		const sp_model_row_t *r = &c->now[i];
@@ -210,6 +210,7 @@ static void progress(const struct calib *c, size_t *nrows, size_t *nshort, size_
 		if (r->nsample >= c->min)
 			continue;
 		++*nshort;
+		*nlive += c->touched[i];
 		if (moved(c->prev, c->nprev, r)) {
 			++*nmoving;
 			if (*fewest == NULL || r->nsample < (*fewest)->nsample)
@@ -415,9 +416,9 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 			status = EXIT_ITEMS_FAILED;
 			break;
 		}
-		size_t nrows, nshort, nmoving;
+		size_t nrows, nshort, nmoving, nlive;
 		const sp_model_row_t *few;
-		progress(&c, &nrows, &nshort, &nmoving, &few);
+		progress(&c, &nrows, &nshort, &nmoving, &nlive, &few);
 		if (!cl->quiet) {
 			fprintf(stderr, "starpipe calibrate: run %ld (%.1f s): %zu of %zu footprint(s) "
 				"calibrated", runs, now_s() - t1, nrows - nshort, nrows);
@@ -426,16 +427,18 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 					few->symbol, few->arch, few->nsample);
 			fputc('\n', stderr);
 		}
-		/* done; or no footprint gained a sample in two runs running:
-		 * nothing more these runs can measure.  One run is not enough:
-		 * StarPU drops a measurement far from its footprint's mean
-		 * (STARPU_HISTORY_MAX_ERROR, 50 %), and a quick run's few samples
-		 * (an item's read and write) can all be dropped (seen once in
-		 * CI's ASAN build: 9 write samples, then a 0.1 s run adding none) */
-		if (nshort == 0 || (nmoving == 0 && ++stalled >= 2))
-			break;
+		/* Done when no footprint under the threshold gained a sample in
+		 * this run, unless one of them gained some earlier in the
+		 * session: then one more run.  StarPU drops a measurement far
+		 * from its footprint's mean (STARPU_HISTORY_MAX_ERROR, 50 %), and
+		 * a quick run's few samples (an item's read and write) can all be
+		 * dropped (seen once in CI's ASAN build: 9 write samples, then a
+		 * 0.1 s run adding none).  Footprints of other inputs or worker
+		 * types never gain any, and cost no extra run. */
 		if (nmoving > 0)
 			stalled = 0;
+		else if (nlive == 0 || ++stalled >= 2)
+			break;
 		if (runs == max) {
 			out_of_runs = 1;
 			break;
