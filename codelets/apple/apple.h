@@ -155,6 +155,11 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 
+/* 1 where the environment has STARPIPE_APPLE_SCORE=fftw: the score runs
+ * through the FFT libraries' routes (FFTW's on the CPU, cuFFT's on the
+ * GPU) for every q, for A/B runs; else 0. */
+int apple_score_library_route(void);
+
 /* The odd factor m of q whose table the lanes route uses: q = 2m (m <=
  * 23, 29 and 31), 4m (m <= 13), 8m (m <= 7) or 16m (m = 3), m odd >= 3;
  * 0 where q has no lanes route (q = 4, 8, 16, 32, 50, 54, 60 and from 64

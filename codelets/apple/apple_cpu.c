@@ -494,13 +494,17 @@ apple_score_fft_t *apple_score_fft_init(int q)
 	f->lm = apple_score_lane_m(q);
 	if (f->lm > 0)
 		apple_score_lane_tab(f->lm, f->tab);
-	/* STARPIPE_APPLE_SCORE=fftw: FFTW's route for every q (A/B runs) */
-	const char *route = getenv("STARPIPE_APPLE_SCORE");
-	apple_score_fft_set_lanes(f, route == NULL || strcmp(route, "fftw") != 0);
+	apple_score_fft_set_lanes(f, !apple_score_library_route());
 	return f;
 }
 
 _Static_assert(APK_TAB_H == APPLE_LANE_H, "apple_kern.h reads apple_score_lane_tab()'s layout");
+
+int apple_score_library_route(void)
+{
+	const char *route = getenv("STARPIPE_APPLE_SCORE");
+	return route != NULL && strcmp(route, "fftw") == 0;
+}
 
 int apple_score_lane_m(int q)
 {

@@ -3,7 +3,6 @@
 #include <cufft.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_handles.h"
 extern "C" {
@@ -79,11 +78,7 @@ struct apple_score_cuda {
 
 extern "C" int apple_score_cuda_fused(int q)
 {
-	const char *route = getenv("STARPIPE_APPLE_SCORE");
-
-	if (route != NULL && strcmp(route, "fftw") == 0)
-		return 0;
-	return apk_score_fused_m(q);
+	return apple_score_library_route() ? 0 : apk_score_fused_m(q);
 }
 
 static size_t align_up(size_t x)
