@@ -1,9 +1,7 @@
 /* APPLE-Picker CPU kernels: parameters, preprocessing, moments, FFT query score, SVM, morphology, picking. */
-#ifdef HAVE_CONFIG_H
-#include <config.h> /* HAVE_LIBMVEC_ERF; tools/fuzz builds without it */
-#endif
 #include "apple.h"
 #include "apple_kern.h"
+#include "apple_score_isa.h"
 #include "cpuisa.h"
 
 #include <float.h>
@@ -11,10 +9,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <fftw3.h>
 #include <libsvm/svm.h>
@@ -62,44 +56,23 @@
  */
 
 /* The per-pixel and per-pair loops (the low-pass correlation, the
- * window sums, the score's conjugate product and maxima),
- * compiled for the build's target and for AVX2, chosen at run time
- * (src/base/cpuisa.h); the variants compute the same bits. */
-#if defined(HAVE_LIBMVEC_ERF) && defined(__x86_64__)
-/* glibc's libmvec (configure's check): exp of two doubles, its SSE2
- * variant (libmvec picks SSE2 or SSE4.1 code by CPU), within 4 ulp of
- * exp(); 5.5x faster than exp() per value here */
-#define AS_MVEC_EXP 1
-typedef double as_v2d_t __attribute__((vector_size(16)));
-extern as_v2d_t _ZGVbN2v_exp(as_v2d_t);
-#endif
-#define AS_W SP_BASELINE_W
-#define AS_FN(name) name##_base
-#include "apple_score_simd.h"
+ * window sums, the score's conjugate product and maxima), compiled for the
+ * build's target and for AVX2 in files of their own (apple_score_isa.h),
+ * chosen at run time (src/base/cpuisa.h); the variants compute the same
+ * bits. */
+static const apple_score_simd_t *const score_simd[SP_ISA_COUNT] = {
+	[SP_ISA_BASELINE] = &apple_score_simd_tab_base,
 #if SP_HAVE_AVX2_VARIANT
-SP_AVX2_BEGIN
-#define AS_W 4
-#define AS_FN(name) name##_avx2
-#include "apple_score_simd.h"
-SP_AVX2_END
-#endif
-
-static const apple_score_simd_t score_simd[SP_ISA_COUNT] = {
-	[SP_ISA_BASELINE] = { product_base, max_of_base, max2_of_base, pack_row_base, lowpass_row_base,
-			      window_sums_base, window_cols_base, decisions_base, lane_pairs_base,
-			      SP_BASELINE_W },
-#if SP_HAVE_AVX2_VARIANT
-	[SP_ISA_AVX2] = { product_avx2, max_of_avx2, max2_of_avx2, pack_row_avx2, lowpass_row_avx2,
-			  window_sums_avx2, window_cols_avx2, decisions_avx2, lane_pairs_avx2, 4 },
+	[SP_ISA_AVX2] = &apple_score_simd_tab_avx2,
 #endif
 };
 
 const apple_score_simd_t *apple_score_simd(int isa)
 {
 	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) ||
-	    score_simd[isa].product == NULL)
+	    score_simd[isa] == NULL)
 		return NULL;
-	return &score_simd[isa];
+	return score_simd[isa];
 }
 
 /* ---- parameters -------------------------------------------------------- */
@@ -324,7 +297,7 @@ void apple_preprocess(const apple_params_t *p, const apple_sizes_t *s, const flo
 				kv[nk] = v - 7;
 				kval[nk++] = kern[u * 15 + v];
 			}
-	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 	for (int i = 0; i < n_y; i++)
 		for (int j = 0; j < n_x; j++) {
 			double acc = 0.0;
@@ -355,7 +328,7 @@ void apple_moments(const double *im, int ny, int nx, int q, double *mean, double
 	double *rs = work, *rs2 = work + (size_t)ny * nw; /* [ny][nw] row sums of x, x^2 */
 	const double inv = 1.0 / ((double)q * q);
 
-	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 	for (int i = 0; i < ny; i++)
 		v->window_sums(im + (size_t)i * nx, nw, q, rs + (size_t)i * nw, rs2 + (size_t)i * nw);
 	for (int r = 0; r < nwy; r++)
@@ -541,7 +514,7 @@ int apple_score_fft_lanes(const apple_score_fft_t *f)
 
 void apple_score_fft_set_lanes(apple_score_fft_t *f, int on)
 {
-	f->lanes = on && f->lm > 0 && score_simd[sp_cpu_isa()].lane_pairs != NULL;
+	f->lanes = on && f->lm > 0 && score_simd[sp_cpu_isa()]->lane_pairs != NULL;
 }
 
 void apple_score_fft_free(apple_score_fft_t **fp)
@@ -614,7 +587,7 @@ static void pack_rows(apple_score_fft_t *f, const apple_score_simd_t *v)
 static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp)
 {
-	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 	const int w = v->width, ng = (nref + w - 1) / w, h = q / 2;
 	const size_t ns = apple_score_spec_size(q), gsz = 2 * ns * (size_t)w;
 	const double inv = 1.0 / ((double)q * q);
@@ -672,7 +645,7 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 	const size_t ns = apple_score_spec_size(q), nn = (size_t)q * q;
 	const double inv = 1.0 / (double)nn;
 	const int h = q / 2;
-	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 
 	for (int k0 = qbegin; k0 < qend; k0 += APPLE_QBLOCK) {
 		const int k1 = qend - k0 < APPLE_QBLOCK ? qend : k0 + APPLE_QBLOCK;
@@ -953,7 +926,7 @@ static double window_decision(const apple_svm_t *m, double mean, double std)
 void apple_classify_rows(const apple_svm_t *m, const double *mean, const double *std, int nw,
 			 int r0, int r1, uint8_t *seg)
 {
-	const apple_score_simd_t *v = &score_simd[sp_cpu_isa()];
+	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 	enum { CHUNK = 256 };
 	double d[CHUNK];
 

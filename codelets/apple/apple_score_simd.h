@@ -1,8 +1,9 @@
-/* APPLE's per-pixel and per-pair loops in one SIMD variant, included by apple_cpu.c once per variant. */
+/* APPLE's per-pixel and per-pair loops in one SIMD variant, included once by each variant's file (apple_score_base.c, apple_score_avx2.c). */
 /* No include guard: included once per variant of src/base/cpuisa.h, after
- * defining AS_W (doubles per vector: 2 for SSE2, 4 for AVX2) and
- * AS_FN(name) (the variant's names); it defines the variant's vector types
- * and undefines both macros at its end. */
+ * apple_score_isa.h and after defining AS_W (doubles per vector: 2 for
+ * SSE2, 4 for AVX2) and AS_FN(name) (the variant's names); it defines the
+ * variant's vector types, its functions (static) and its table,
+ * AS_FN(apple_score_simd_tab), and undefines both macros at its end. */
 
 typedef double AS_FN(vd) __attribute__((vector_size(8 * AS_W)));
 typedef int64_t AS_FN(vl) __attribute__((vector_size(8 * AS_W)));
@@ -414,21 +415,7 @@ static void AS_FN(decisions)(const apple_svm_t *m, const double *mean, const dou
  * the route covers has its own function (AS_LANE_ROUTES below), so that
  * each loop has a constant trip count and is unrolled: the sums live in
  * registers. */
-#ifndef AS_LANE_MAXM
-#define AS_LANE_MAXM APPLE_LANE_MAXM
-#define AS_LANE_MAXH APPLE_LANE_H
-#define AS_LANE_MAXM4 13 /* the largest m with P = 4, 8 or 16 */
-#define AS_LANE_T ((AS_LANE_MAXH + 1) * (AS_LANE_MAXH + 1))
-#define AS_TAB(t, c, j, k) (t)[(c) * AS_LANE_T + (j) * (AS_LANE_MAXH + 1) + (k)]
-/* The sizes q = P m the route covers, as X(P, m): the one list that both
- * the variants' functions and apple_score_lane_m() are made from.  Not
- * 2 x 25 (q = 50), 16 x 1 or 32 x 1: FFTW's codelets were as fast there
- * (doc/profiling.md). */
-#define AS_LANE_ROUTES(X)                                                                       \
-	X(2, 3) X(2, 5) X(2, 7) X(2, 9) X(2, 11) X(2, 13) X(2, 15) X(2, 17) X(2, 19) X(2, 21)     \
-	X(2, 23) X(2, 29) X(2, 31) X(4, 3) X(4, 5) X(4, 7) X(4, 9) X(4, 11) X(4, 13) X(8, 3)     \
-	X(8, 5) X(8, 7) X(16, 3)
-#endif
+/* (the table layout and the sizes: apple_score_isa.h) */
 
 static inline AS_VD AS_FN(vmax)(AS_VD x, AS_VD m) /* x > m ? x : m per lane */
 {
@@ -793,6 +780,11 @@ static int AS_FN(lane_pairs)(int q, const double *tab, const double *Rl, const d
 		return -1;
 	}
 }
+
+const apple_score_simd_t AS_FN(apple_score_simd_tab) = {
+	AS_FN(product), AS_FN(max_of), AS_FN(max2_of), AS_FN(pack_row), AS_FN(lowpass_row),
+	AS_FN(window_sums), AS_FN(window_cols), AS_FN(decisions), AS_FN(lane_pairs), AS_W
+};
 
 #undef AS_VD
 #undef AS_VL

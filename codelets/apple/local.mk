@@ -1,7 +1,8 @@
 # The APPLE-Picker pipeline in the build (doc/apple.md): included by Makefile.am, whose lists it extends; %D% is this folder.
 SP_PIPELINES += apple
 SP_LIB_SOURCES += \
-	%D%/apple.h %D%/apple_kern.h %D%/apple_score_simd.h %D%/apple_cpu.c \
+	%D%/apple.h %D%/apple_kern.h %D%/apple_cpu.c \
+	%D%/apple_score_isa.h %D%/apple_score_simd.h %D%/apple_score_base.c %D%/apple_score_avx2.c \
 	%D%/mrc.h %D%/mrc.c \
 	%D%/tiff.h %D%/tiff.c \
 	%D%/micfile.h %D%/micfile.c \
