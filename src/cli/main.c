@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cluster.h"
 #include "graph.h"
+#include "runtime.h"
 #include "tune.h"
 #ifdef SP_SIMGRID
 #include <starpu_simgrid_wrap.h> /* main becomes an actor of the simulation */
@@ -25,6 +26,7 @@ int main(int argc, char **argv)
 	sp_diag_t d;
 	sp_err_t cerr = { 0 };
 	cli_blas_check(argv); /* first: it may exec starpipe again */
+	sp_runtime_hwloc_env(); /* before MPI_Init loads a topology */
 	if (argc > 1 && strcmp(argv[1], "tune") == 0) {
 		/* the sweep starts runs as children and never StarPU nor MPI itself */
 		char exe[4096];

@@ -56,6 +56,18 @@ int sp_runtime_check_sched(const char *name, char *msg, size_t len)
  * one per worker, so BLAS must not start threads of its own. */
 void openblas_set_num_threads(int n);
 
+void sp_runtime_hwloc_env(void)
+{
+	/* hwloc's "gl" component (libhwloc-plugins, which Debian's CUDA
+	 * toolkit pulls in) looks for GPUs by opening X displays :0, :1, ...;
+	 * on a node without an X server that took 5 s per start (a 10-image
+	 * J-sync run: 5.1 s against 0.1 s without it, CI's CUDA chroot,
+	 * 2026-11-27).  StarPU finds GPUs through CUDA and PCI, not GL.  A
+	 * user's HWLOC_COMPONENTS is kept.  hwloc reads the variable at each
+	 * topology load. */
+	setenv("HWLOC_COMPONENTS", "-gl", 0);
+}
+
 int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 {
 	struct starpu_conf conf;
@@ -87,13 +99,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	setenv("STARPU_NWORKER_PER_CUDA", num, 1);
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
-	/* hwloc's "gl" component (libhwloc-plugins, which Debian's CUDA
-	 * toolkit pulls in) looks for GPUs by opening X displays :0, :1, ...;
-	 * on a node without an X server that took 5 s per start (a 10-image
-	 * J-sync run: 5.1 s against 0.1 s without it, CI's CUDA chroot,
-	 * 2026-11-27).  StarPU finds GPUs through CUDA and PCI, not GL.  A
-	 * user's HWLOC_COMPONENTS is kept. */
-	setenv("HWLOC_COMPONENTS", "-gl", 0);
+	sp_runtime_hwloc_env();
 
 	openblas_set_num_threads(1);
 	conf.ncpus = c->ncpus;

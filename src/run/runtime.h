@@ -39,6 +39,10 @@ typedef struct sp_runtime_conf {
 				    * beside the models (one process per batch: MPI rank 0) */
 } sp_runtime_conf_t;
 
+/* Sets HWLOC_COMPONENTS=-gl where it is not set: before anything loads an
+ * hwloc topology (MPI_Init, starpu_init); sp_runtime_init calls it too. */
+void sp_runtime_hwloc_env(void);
+
 /* Starts StarPU.  Returns 0 or SP_ESTARPU/SP_ENODEV with err set. */
 int sp_runtime_init(const sp_runtime_conf_t *conf, sp_err_t *err);
 
