@@ -1395,6 +1395,27 @@ static void test_pick_quirks(void **state)
 	}
 	/* maxpick smaller than the count: the count is still returned */
 	assert_int_equal(apple_pick(&p, s, seg, xy, 1), 3);
+
+	/* A component larger than max_size^2, between the first two blobs and
+	 * the others in raster order: dropped before the centres are taken,
+	 * so the picks are those above in both modes (the reference labels
+	 * again without it; apple_pick renumbers the labels left, which must
+	 * come to the same).  Kept, it would add a centre and shift the labels
+	 * of blobs 2-4. */
+	const int side = s->max_size + 1, by = 150, bx = 500;
+	assert_true(by + side < 400 - 2 - 1 && bx + side + lo < nw);
+	for (int y = 0; y < side; y++)
+		memset(seg + (size_t)(by + y + lo) * nw + bx + lo, 1, (size_t)side);
+	for (int quirks = 0; quirks <= 1; quirks++) {
+		p.fix_quirks = quirks;
+		n = apple_pick(&p, s, seg, xy, 10);
+		assert_int_equal(n, quirks ? 3 : 2);
+		for (int k = 0; k < n; k++) {
+			const int b = quirks ? want[k] : k;
+			assert_int_equal(xy[2 * k], 2 * (cen[b][1] + 2 * lo + 1) + p.margin_left);
+			assert_int_equal(xy[2 * k + 1], 2 * (cen[b][0] + 2 * lo + 1) + p.margin_top);
+		}
+	}
 	free(seg);
 }
 

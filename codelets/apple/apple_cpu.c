@@ -1128,7 +1128,7 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 	const size_t mm = (size_t)my * mx;
 	const int moa = s->moa;
 	uint8_t *t = malloc(mm), *img = malloc(mm);
-	int32_t *lab = malloc(sizeof *lab * mm), *par = malloc(sizeof *par * mm);
+	int32_t *lab = malloc(sizeof *lab * mm), *par = malloc(sizeof *par * (mm + 1));
 	long long *cnt = NULL, *sr = NULL, *sc = NULL;
 	int32_t *cy = NULL, *cx = NULL, *ccount = NULL;
 	int npick = 0, ret = SP_ENOMEM;
@@ -1138,17 +1138,25 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 	for (int y = 0; y < my; y++)
 		memcpy(t + (size_t)y * mx, seg + (size_t)(y + lo) * s->nwx + lo, (size_t)mx);
 
-	/* drop components larger than max_size^2 */
+	/* Drop components larger than max_size^2.  The reference labels the
+	 * image again without them; here their labels are dropped and the
+	 * others renumbered in order, which is the same labelling: the
+	 * components left are unchanged, and so are their first pixels in
+	 * raster order, which number them (apple_label8). */
 	int nl = apple_label8(t, my, mx, lab, par);
 	cnt = calloc((size_t)nl + 1, sizeof *cnt);
 	if (cnt == NULL)
 		goto out;
 	for (size_t i = 0; i < mm; i++)
 		cnt[lab[i]]++;
+	int32_t *keep = par; /* the parents are no longer needed; nl <= mm */
+	int nk = 0;
+	keep[0] = 0;
+	for (int l = 1; l <= nl; l++)
+		keep[l] = cnt[l] > (long long)s->max_size * s->max_size ? 0 : ++nk;
 	for (size_t i = 0; i < mm; i++)
-		if (lab[i] != 0 && cnt[lab[i]] > (long long)s->max_size * s->max_size)
-			t[i] = 0;
-	nl = apple_label8(t, my, mx, lab, par);
+		lab[i] = keep[lab[i]];
+	nl = nk;
 
 	/* centres of mass, rounded half to even (np.rint) */
 	int ncent = p->fix_quirks ? nl : (nl > 1 ? nl - 1 : 0);
