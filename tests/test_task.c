@@ -145,6 +145,47 @@ static void failure(void **state)
 	assert_int_equal(read_value(), before);
 }
 
+/* sp_item_buffer_get/put: a buffer handed back is what the next request
+ * of its size gets; a request of another size frees the oldest kept
+ * buffer; at most SP_ITEM_POOL are kept, none under 1 MiB; drain frees
+ * them all.  (Buffers are compared by address only: a freed one is never
+ * read.) */
+static void buffer_pool(void **state)
+{
+	(void)state;
+	const size_t big = (size_t)3 << 20, other = (size_t)5 << 20;
+	void *a, *b, *c, *bufs[SP_ITEM_POOL + 2];
+
+	assert_int_equal(sp__item_buffers_drain(), 0);
+	assert_int_equal(sp_item_buffer_get(&a, big), 0);
+	memset(a, 1, big); /* it is memory of that size */
+	sp_item_buffer_put(a, big);
+	assert_int_equal(sp_item_buffer_get(&b, big), 0);
+	assert_ptr_equal(b, a); /* taken back, not allocated again */
+	sp_item_buffer_put(b, big);
+	assert_int_equal(sp_item_buffer_get(&c, other), 0); /* a miss frees the kept one */
+	memset(c, 2, other);
+	assert_int_equal(sp__item_buffers_drain(), 0);
+	sp_item_buffer_put(c, other);
+	sp_item_buffer_put(NULL, other); /* NULL is accepted */
+	assert_int_equal(sp__item_buffers_drain(), 1);
+
+	/* small buffers are not kept */
+	assert_int_equal(sp_item_buffer_get(&a, 4096), 0);
+	sp_item_buffer_put(a, 4096);
+	assert_int_equal(sp__item_buffers_drain(), 0);
+
+	/* at most SP_ITEM_POOL kept; the most recent of a size is taken first */
+	for (int i = 0; i < SP_ITEM_POOL + 2; i++)
+		assert_int_equal(sp_item_buffer_get(&bufs[i], big), 0);
+	for (int i = 0; i < SP_ITEM_POOL + 2; i++)
+		sp_item_buffer_put(bufs[i], big);
+	assert_int_equal(sp_item_buffer_get(&a, big), 0);
+	assert_ptr_equal(a, bufs[SP_ITEM_POOL - 1]);
+	sp_item_buffer_put(a, big);
+	assert_int_equal(sp__item_buffers_drain(), SP_ITEM_POOL);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -174,6 +215,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(success),
 		cmocka_unit_test(failure),
+		cmocka_unit_test(buffer_pool),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, setup, teardown);

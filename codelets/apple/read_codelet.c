@@ -42,7 +42,7 @@ static void mic_free(sp_value_t *v)
 	apple_mic_val_t *m = (apple_mic_val_t *)v;
 	if (m->h != NULL)
 		starpu_data_unregister(m->h);
-	starpu_free(m->data);
+	sp_item_buffer_put(m->data, (size_t)m->hdr.ny * (size_t)m->hdr.nx * sizeof(float));
 	free(m->arg);
 	free(m->path);
 	free(m);
@@ -87,7 +87,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (apple_micfile_open(m->path, &m->hdr, &err) != 0)
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)m->hdr.ny * (size_t)m->hdr.nx;
-	if (starpu_malloc((void **)&m->data, n * sizeof(float)) != 0) {
+	if (sp_item_buffer_get((void **)&m->data, n * sizeof(float)) != 0) {
 		m->data = NULL;
 		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %zu bytes", m->path,
 				     n * sizeof(float));

@@ -81,8 +81,9 @@ static void image_free(sp_value_t *v)
 		starpu_data_unregister(im->pix);
 	if (im->ivar != NULL)
 		starpu_data_unregister(im->ivar);
-	starpu_free(im->img.pix);
-	starpu_free(im->img.ivar);
+	const size_t bytes = (size_t)im->img.ny * (size_t)im->img.nx * sizeof(float);
+	sp_item_buffer_put(im->img.pix, bytes);
+	sp_item_buffer_put(im->img.ivar, bytes);
 	free(im->arg);
 	free(im->path);
 	free(im->fibermap);
@@ -136,8 +137,8 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	    (im->fibermap[0] != '\0' && desi_fibermap_check(im->fibermap, &err) != 0))
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)im->img.ny * (size_t)im->img.nx;
-	if (starpu_malloc((void **)&im->img.pix, n * sizeof(float)) != 0 ||
-	    starpu_malloc((void **)&im->img.ivar, n * sizeof(float)) != 0)
+	if (sp_item_buffer_get((void **)&im->img.pix, n * sizeof(float)) != 0 ||
+	    sp_item_buffer_get((void **)&im->img.ivar, n * sizeof(float)) != 0)
 		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %zu bytes for the image",
 				     im->path, 2 * n * sizeof(float));
 	starpu_vector_data_register(&im->pix, STARPU_MAIN_RAM, (uintptr_t)im->img.pix, (uint32_t)n,

@@ -126,3 +126,65 @@ unsigned sp_item_ncuda_workers(void)
 {
 	return starpu_worker_get_count_by_type(STARPU_CUDA_WORKER);
 }
+
+/* The buffers handed back: the most recent last.  A miss (no buffer of the
+ * size asked) frees the oldest, so that a batch whose sizes change does not
+ * keep buffers no item will take. */
+static struct {
+	void *p;
+	size_t bytes;
+} pool[SP_ITEM_POOL];
+static int npool;
+static starpu_pthread_mutex_t pool_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+
+int sp_item_buffer_get(void **p, size_t bytes)
+{
+	void *old = NULL;
+	starpu_pthread_mutex_lock(&pool_lock);
+	for (int i = npool - 1; i >= 0; i--)
+		if (pool[i].bytes == bytes) {
+			*p = pool[i].p;
+			memmove(&pool[i], &pool[i + 1], (size_t)(npool - 1 - i) * sizeof pool[0]);
+			npool--;
+			starpu_pthread_mutex_unlock(&pool_lock);
+			return 0;
+		}
+	if (npool > 0) {
+		old = pool[0].p;
+		memmove(&pool[0], &pool[1], (size_t)(npool - 1) * sizeof pool[0]);
+		npool--;
+	}
+	starpu_pthread_mutex_unlock(&pool_lock);
+	if (old != NULL)
+		starpu_free(old);
+	return starpu_malloc(p, bytes);
+}
+
+void sp_item_buffer_put(void *p, size_t bytes)
+{
+	if (p == NULL)
+		return;
+	starpu_pthread_mutex_lock(&pool_lock);
+	if (bytes >= ((size_t)1 << 20) && npool < SP_ITEM_POOL) {
+		pool[npool].p = p;
+		pool[npool].bytes = bytes;
+		npool++;
+		p = NULL;
+	}
+	starpu_pthread_mutex_unlock(&pool_lock);
+	if (p != NULL)
+		starpu_free(p);
+}
+
+/* Frees the buffers kept (runtime.c, before starpu_shutdown: pinned
+ * memory is StarPU's to free).  Returns how many there were. */
+int sp__item_buffers_drain(void)
+{
+	starpu_pthread_mutex_lock(&pool_lock);
+	int n = npool;
+	for (int i = 0; i < npool; i++)
+		starpu_free(pool[i].p);
+	npool = 0;
+	starpu_pthread_mutex_unlock(&pool_lock);
+	return n;
+}

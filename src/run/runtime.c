@@ -22,6 +22,7 @@
 
 #include "bound.h"
 #include "fsutil.h"
+#include "item.h"
 #ifdef SP_HAVE_CUDA
 #include "cuda_handles.h"
 #endif
@@ -295,6 +296,7 @@ void sp_runtime_shutdown(void)
 	sp__progress_stop();
 	sp_bound_end();
 	sp__runtime_update_versions();
+	(void)sp__item_buffers_drain();
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();
 #endif
