@@ -103,7 +103,8 @@ struct desi_job {
 	const desi_image_val_t *iv;
 	const char *psf_path;
 	double heliocor; /* barycentric factor (barycentric_correction), 0: none */
-	float *buf;   /* the frame [nspec][DESI_NFIELD][nwave], starpu_malloc'd */
+	float *buf;   /* the frame [nspec][DESI_NFIELD][nwave], sp_item_buffer_get()'s */
+	size_t buf_bytes;
 	double *wave, *fullwave;
 	starpu_data_handle_t hframe, *parts;
 	int partitioned;
@@ -126,9 +127,11 @@ struct desi_job {
 	sp_taskctx_t *ctx_spots, *ctx_patch, *ctx_decor, *ctx_stitch, *ctx_model;
 	int tiles_started; /* the first tile was submitted */
 	int rows_readers;  /* stages reading the chunks' rows (desi.stitch, desi.model) */
-	/* The 2-D model, when desi.model asks for it (model=true): [img.ny][img.nx] */
+	/* The 2-D model, when desi.model asks for it (model=true): [img.ny][img.nx],
+	 * sp_item_buffer_get()'s */
 	int model;
 	float *model_img;
+	size_t model_bytes;
 	starpu_data_handle_t hmodel;
 };
 
@@ -371,8 +374,8 @@ static void job_unref(struct desi_job *j)
 	}
 	if (j->hmodel != NULL)
 		starpu_data_unregister(j->hmodel);
-	starpu_free(j->model_img);
-	starpu_free(j->buf);
+	sp_item_buffer_put(j->model_img, j->model_bytes); /* (the image may be gone by now) */
+	sp_item_buffer_put(j->buf, j->buf_bytes);
 	for (int s = 0; j->subs != NULL && s < j->nsubs; s++)
 		free(j->subs[s].geom);
 	free(j->subs);
@@ -591,11 +594,13 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		j->wave[w] = (pl->wmin + pl->dw * w) * bary;
 	for (int i = 0; i < pl->nfullwave; i++)
 		j->fullwave[i] = desi_plan_fullwave(pl, i);
-	if (starpu_malloc((void **)&j->buf, (size_t)pl->nspec * rowlen * sizeof(float)) != 0) {
+	j->buf_bytes = (size_t)pl->nspec * rowlen * sizeof(float);
+	if (sp_item_buffer_get((void **)&j->buf, j->buf_bytes) != 0) {
+		j->buf = NULL;
 		free(lens);
 		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate the frame", iv->path);
 	}
-	memset(j->buf, 0, (size_t)pl->nspec * rowlen * sizeof(float));
+	memset(j->buf, 0, j->buf_bytes);
 	starpu_vector_data_register(&j->hframe, STARPU_MAIN_RAM, (uintptr_t)j->buf,
 				    (uint32_t)(pl->nspec * rowlen), sizeof(float));
 	j->parts = calloc((size_t)j->nsubs, sizeof *j->parts);
@@ -980,10 +985,13 @@ static int model_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 				     "next to desi.stitch in the graph, and the only desi.model",
 				     j->iv->path, st->name);
 	const size_t npix = (size_t)j->iv->img.ny * (size_t)j->iv->img.nx;
-	if (starpu_malloc((void **)&j->model_img, npix * sizeof *j->model_img) != 0)
+	j->model_bytes = npix * sizeof *j->model_img;
+	if (sp_item_buffer_get((void **)&j->model_img, j->model_bytes) != 0) {
+		j->model_img = NULL;
 		return sp_status_set(sp_item_status(item), SP_ENOMEM,
 				     "%s: cannot allocate the 2-D model (%zu pixels)", j->iv->path,
 				     npix);
+	}
 	memset(j->model_img, 0, npix * sizeof *j->model_img);
 	starpu_vector_data_register(&j->hmodel, STARPU_MAIN_RAM, (uintptr_t)j->model_img,
 				    (uint32_t)npix, sizeof *j->model_img);
