@@ -78,6 +78,11 @@ static void success(void **state)
 	assert_non_null(task);
 	assert_int_equal(task->detach, 0);
 	assert_int_equal(task->cl_arg_free, 0);
+	/* quiesce returns once both tasks' callbacks have: then nothing is
+	 * pending, and both tasks ran */
+	sp_taskctx_quiesce(&ctx);
+	assert_int_equal(atomic_load(&ctx.pending), 0);
+	assert_int_equal(a1.ran + a2.ran, 2);
 	sp_task_join(&task);
 	assert_null(task);
 	/* the join alone makes the joinable task's effect visible */
@@ -142,6 +147,9 @@ static void failure(void **state)
 	starpu_task_wait_for_all();
 	assert_int_equal(a1.ran, 0);
 	assert_int_equal(a2.ran, 0);
+	/* refused tasks are not pending (quiesce would wait forever) */
+	assert_int_equal(atomic_load(&ctx1.pending), 0);
+	assert_int_equal(atomic_load(&ctx2.pending), 0);
 	assert_int_equal(read_value(), before);
 }
 

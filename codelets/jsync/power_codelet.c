@@ -356,6 +356,7 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		}
 		res = sqrt(d);
 	}
+	sp_taskctx_quiesce(ctx); /* the last tasks' callbacks may still read args */
 	free(args);
 	if (ret != 0)
 		goto out;

@@ -60,12 +60,22 @@ typedef struct sp_taskctx {
 	int stage_index;
 	int priority;
 	int32_t where; /* StarPU worker mask of the stage's `where:`; -1: the codelet's */
+	atomic_int pending; /* tasks submitted whose completion callback has not returned */
 } sp_taskctx_t;
 
 /* Returns a context for tasks of `kernel` in the current stage; it lives as
  * long as the item.  NULL on ENOMEM. */
 sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage,
 			      const char *kernel);
+
+/* Waits until every task submitted through ctx has finished, its
+ * completion callback included.  Call it before freeing what the tasks'
+ * cl_arg points to (STARPU_CL_ARGS_NFREE): StarPU releases a task's data,
+ * which wakes a starpu_data_acquire() on it, before the task's callback
+ * runs, and the callback may still read cl_arg (the bound figures ask the
+ * performance model, whose footprint function reads it: a use after free
+ * that ASan caught in a J-sync sweep, 2026-11-27). */
+void sp_taskctx_quiesce(sp_taskctx_t *ctx);
 
 /*
  * Submitting tasks: every starpipe task goes through one of these two

@@ -10,7 +10,7 @@
 
 void sp__task_submitting(sp_taskctx_t *ctx)
 {
-	(void)ctx;
+	atomic_fetch_add(&ctx->pending, 1);
 	sp__runtime_task_submitted();
 }
 
@@ -18,6 +18,7 @@ int sp__task_submit_check(sp_taskctx_t *ctx, int ret)
 {
 	if (ret == 0)
 		return 0;
+	atomic_fetch_sub(&ctx->pending, 1); /* not submitted: no callback will come */
 	/* -ENODEV: no worker of the session can run it (the stage's where:
 	 * names a worker type the run has none of, or the codelet lacks it) */
 	return sp_status_set(ctx->status, SP_ESTARPU,
@@ -71,4 +72,13 @@ void sp__task_done_cb(void *arg)
 	}
 	sp__runtime_task_done(ctx->stage, ctx->kernel, worker, t0, t1);
 	sp_bound_task(task, worker, t1 - t0);
+	atomic_fetch_sub(&ctx->pending, 1); /* last: ctx's owner may free cl_arg now */
+}
+
+void sp_taskctx_quiesce(sp_taskctx_t *ctx)
+{
+	/* a few callbacks at most, each microseconds long (starpu_usleep: the
+	 * simulated clock under SimGrid) */
+	while (atomic_load(&ctx->pending) > 0)
+		starpu_usleep(20);
 }
