@@ -48,7 +48,8 @@ static inline size_t desi_patch_col(const desi_patch_t *p, int j)
  * spots [nfib][nwave][sy][sx], xc/yc [nfib][nwave] (or fibre rows fstride
  * apart, see desi_patch_col()); pix/ivar [ny][nx].
  * icov [n][n] (full symmetric), y [n], fluxweight [n] (before
- * regularisation, as the reference reports it). */
+ * regularisation, as the reference reports it).  For tests: the pipeline
+ * writes the upper triangle only (desi_extract_normal_cpu_isa()). */
 void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const int32_t *xc,
 			     const int32_t *yc, const double *pix, const double *ivar, double *icov,
 			     double *y, double *fluxweight);
@@ -56,8 +57,14 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
  * where isa cannot run here; every variant gives the same bits) and work:
  * desi_extract_normal_work_size() doubles (desi_extract_normal_cpu()
  * allocates its own; work NULL: desi_kern.h's sums pair by pair, the same
- * bits, slower).  Returns the largest j2 - j1 of an entry icov[j1][j2]
- * != 0, j2 > j1 (-1 if none): the bandwidth a scan of icov finds. */
+ * bits, slower).  Writes icov's upper triangle only, icov[j1][j2] with
+ * j2 >= j1 (row-major): the strictly lower one is left as it was.  Every
+ * reader of the normal equations reads that triangle and no other (the
+ * band Cholesky, the band scan, dsyevd's and LAPACK's 'L' in column-major
+ * order, cuSOLVER's and cuBLAS's CUBLAS_FILL_MODE_LOWER on the GPU), and
+ * the mirror stores, one cache line each, cost ~10 % of the phase.
+ * Returns the largest j2 - j1 of an entry icov[j1][j2] != 0, j2 > j1 (-1
+ * if none): the bandwidth a scan of icov finds. */
 int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
 				const int32_t *xc, const int32_t *yc, const double *pix,
 				const double *ivar, double *icov, double *y, double *fluxweight,
@@ -180,7 +187,9 @@ static inline int desi_batch_fields(const desi_batch_t *b)
 /* The two phases of the batch, each a graph stage (desi.patch and
  * desi.decorrelate), meeting in `normal`: desi_normal_doubles() doubles,
  * laid out icov [np][n][n], y [np][n], fluxweight [np][n], band [np] (the
- * same on CPU and CUDA, so either phase may run on either).  band[i] is 1 +
+ * same on CPU and CUDA, so either phase may run on either; icov's strictly
+ * lower triangle, row-major, is undefined after the CPU's patch phase and
+ * read by neither decorrelation).  band[i] is 1 +
  * the largest j2 - j1 of an entry of icov != 0 where the CPU's patch phase
  * knows it, 0 where not (the CUDA phase's): the CPU's decorrelation then
  * needs not scan the ~1 MB of zeros past the band.  The patch phase writes it

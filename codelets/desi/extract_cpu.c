@@ -162,7 +162,7 @@ static int normal_direct(const desi_patch_t *p, const double *spots, const int32
 				continue;
 			const double acc = dsk_pair_sum(spots + c1 * ss, &a, spots + c2 * ss, &b, p->sx,
 							ivar, p->nx);
-			icov[(size_t)j1 * n + j2] = icov[(size_t)j2 * n + j1] = acc;
+			icov[(size_t)j1 * n + j2] = acc; /* the upper triangle only */
 			if (acc != 0.0 && j2 - j1 > maxoff)
 				maxoff = j2 - j1;
 		}
@@ -179,6 +179,11 @@ void desi_extract_normal_cpu(const desi_patch_t *p, const double *spots, const i
 	(void)desi_extract_normal_cpu_isa(sp_cpu_isa(), p, spots, xc, yc, pix, ivar, icov, y,
 					  fluxweight, work);
 	free(work);
+	/* the strictly lower triangle from the upper one */
+	const int n = desi_patch_n(p);
+	for (int j1 = 0; j1 < n; j1++)
+		for (int j2 = j1 + 1; j2 < n; j2++)
+			icov[(size_t)j2 * n + j1] = icov[(size_t)j1 * n + j2];
 }
 
 int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *spots,
@@ -190,7 +195,8 @@ int desi_extract_normal_cpu_isa(int isa, const desi_patch_t *p, const double *sp
 
 	if (isa < 0 || isa >= SP_ISA_COUNT || !sp_isa_supported(isa) || normal_variant[isa] == NULL)
 		isa = SP_ISA_BASELINE;
-	memset(icov, 0, (size_t)n * (size_t)n * sizeof *icov);
+	for (int j = 0; j < n; j++) /* the upper triangle; the pairs write into it */
+		memset(icov + (size_t)j * n + j, 0, (size_t)(n - j) * sizeof *icov);
 	const int maxoff = work != NULL ?
 		normal_variant[isa](p, spots, xc, yc, pix, ivar, icov, y, fluxweight,
 				    rows_sorted(p, yc), work) :

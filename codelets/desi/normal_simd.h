@@ -97,7 +97,8 @@ static double NS_FN(column_sums)(const double *u, int syp, const double *p, int 
 }
 
 /* desi_extract_normal_cpu()'s pair loop: the entries (j1, j2), j2 > j1, of
- * icov (zeroed by the caller; both triangles) and, on the diagonal, each
+ * icov's upper triangle (zeroed by the caller; the lower one is not
+ * written, extract.h) and, on the diagonal, each
  * column's y[j1] and fluxweight[j1].  sorted: rows_sorted().  work:
  * normal_work() doubles.  Returns the largest j2 - j1 of an entry != 0
  * written, -1 if none. */
@@ -190,7 +191,6 @@ static int NS_FN(normal_pairs)(const desi_patch_t *p, const double *spots, const
 					tsp + (size_t)j2 * ts + (size_t)(q0 - b.ox) * syp + (r0 - b.oy), syp,
 					r1 - r0, q1 - q0);
 				icov[(size_t)j1 * n + j2] = acc;
-				icov[(size_t)j2 * n + j1] = acc;
 				if (acc != 0.0 && j2 - j1 > maxoff)
 					maxoff = j2 - j1;
 			}
