@@ -210,7 +210,8 @@ sp_status_t *sp_item_status(sp_item_t *item);
  * ${index} expanded (malloc'd; NULL on ENOMEM). */
 char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name);
 
-/* An item's large buffers (a micrograph, a frame's pixels and model):
+/* An item's large buffers (a micrograph and APPLE's images, moments,
+ * spectra, responses and masks; a frame's pixels and model):
  * sp_item_buffer_get() is starpu_malloc() (pinned host memory where there
  * are CUDA workers), but it first takes a buffer of exactly `bytes` that an
  * item of the batch has handed back with sp_item_buffer_put(), so that
@@ -221,7 +222,9 @@ char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char 
  * the runtime frees what is kept before StarPU shuts down.  Unregister a
  * buffer's StarPU handle before handing it back.  get returns 0 or
  * starpu_malloc's error; put accepts NULL. */
-#define SP_ITEM_POOL 8
+/* (an APPLE micrograph hands back 8 buffers of 1 MiB or more, a DESI frame
+ * 4: 16 keep two micrographs' worth, for items that end close together) */
+#define SP_ITEM_POOL 16
 int sp_item_buffer_get(void **p, size_t bytes);
 void sp_item_buffer_put(void *p, size_t bytes);
 int sp__item_buffers_drain(void); /* runtime.c: frees the kept buffers; how many */
