@@ -115,7 +115,8 @@ struct desi_job {
 	struct desi_slot *slots;
 	int nslots;
 	double *params; /* [bundlesize][nfullwave][npar] Legendre sums, one bundle's at a
-			 * time, starpu_malloc'd */
+			 * time, sp_item_buffer_get()'s (params_bytes) */
+	size_t params_bytes;
 	starpu_data_handle_t hparams;
 	struct desi_chunk *chunks;
 	int nchunks, maxchunks;
@@ -362,8 +363,7 @@ static void job_unref(struct desi_job *j)
 	}
 	if (j->hparams != NULL)
 		starpu_data_unregister(j->hparams);
-	if (j->params != NULL)
-		starpu_free(j->params);
+	sp_item_buffer_put(j->params, j->params_bytes); /* to the next frame's bundles */
 	if (j->hframe != NULL) {
 		if (j->partitioned)
 			starpu_data_unpartition_submit(j->hframe, (unsigned)j->nsubs, j->parts,
@@ -634,8 +634,10 @@ static int slot_make(struct desi_job *j, struct desi_slot *sl)
 	int sy = 2 * j->psf->hsizey + 1, sx = 2 * j->psf->hsizex + 1;
 	size_t nspot = (size_t)pl->bundlesize * pl->nfullwave;
 	if (j->hparams == NULL) {
-		if (j->params == NULL &&
-		    starpu_malloc((void **)&j->params, nspot * j->npar * sizeof(double)) != 0) {
+		/* from the item buffer pool: each bundle writes its Legendre
+		 * sums before its spots task reads them */
+		j->params_bytes = nspot * j->npar * sizeof(double);
+		if (j->params == NULL && sp_item_buffer_get((void **)&j->params, j->params_bytes) != 0) {
 			j->params = NULL;
 			return -1;
 		}
