@@ -178,8 +178,7 @@ static void signs_free(sp_value_t *v)
 	jsync_signs_t *s = (jsync_signs_t *)v;
 	if (s->h != NULL)
 		starpu_data_unregister(s->h);
-	if (s->s != NULL)
-		starpu_free(s->s);
+	sp_item_buffer_put(s->s, (size_t)s->P * sizeof *s->s);
 	free(s);
 }
 
@@ -256,9 +255,12 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	sg->N = N;
 	sg->P = P;
 	*out = &sg->base;
-	if (starpu_malloc((void **)&sg->s, (size_t)P * sizeof(double)) != 0 ||
-	    starpu_malloc((void **)&vq, (size_t)P * sizeof *vq) != 0 ||
-	    starpu_malloc((void **)&wq, (size_t)P * sizeof *wq) != 0) {
+	/* from the item buffer pool (an earlier item's of the same N): the
+	 * signs are written whole at the end, vq by each quantisation and wq
+	 * cleared before each product */
+	if (sp_item_buffer_get((void **)&sg->s, (size_t)P * sizeof *sg->s) != 0 ||
+	    sp_item_buffer_get((void **)&vq, (size_t)P * sizeof *vq) != 0 ||
+	    sp_item_buffer_get((void **)&wq, (size_t)P * sizeof *wq) != 0) {
 		ret = sp_status_set(status, SP_ENOMEM, "%s: cannot allocate the power-iteration vectors",
 				    sp_item_path(item));
 		goto out;
@@ -380,8 +382,8 @@ out:
 		starpu_data_unregister(vh);
 	if (wh != NULL)
 		starpu_data_unregister(wh);
-	starpu_free(vq);
-	starpu_free(wq);
+	sp_item_buffer_put(vq, (size_t)P * sizeof *vq);
+	sp_item_buffer_put(wq, (size_t)P * sizeof *wq);
 	free(v);
 	return ret;
 }

@@ -48,8 +48,7 @@ static void rijs_free(sp_value_t *v)
 	jsync_rijs_t *r = (jsync_rijs_t *)v;
 	if (r->h != NULL)
 		starpu_data_unregister(r->h);
-	if (r->R != NULL)
-		starpu_free(r->R);
+	sp_item_buffer_put(r->R, (size_t)r->P * 9 * sizeof *r->R);
 	if (r->arg != NULL) {
 		free(r->arg->path);
 		free(r->arg);
@@ -130,7 +129,8 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	r->N = N;
 	r->P = P;
 	a->N = N;
-	if (starpu_malloc((void **)&r->R, (size_t)P * 9 * sizeof(double)) != 0) {
+	/* from the item buffer pool: the read task fills it whole */
+	if (sp_item_buffer_get((void **)&r->R, (size_t)P * 9 * sizeof *r->R) != 0) {
 		r->R = NULL;
 		return sp_status_set(status, SP_ENOMEM, "%s: cannot allocate %lld bytes", a->path,
 				     (long long)P * 72);
