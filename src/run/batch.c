@@ -152,6 +152,15 @@ static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, 
 	}
 }
 
+/* The calling thread's CPU time (user + system), seconds. */
+static double thread_cpu_now(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0.0;
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void run_item(struct sp_batch *b, size_t idx)
 {
 	const sp_graph_t *g = b->g;
@@ -160,7 +169,7 @@ static void run_item(struct sp_batch *b, size_t idx)
 	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
 	size_t s;
 
-	double t0 = now_s();
+	double t0 = now_s(), c0 = thread_cpu_now();
 	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, IT_RUNNING);
 	starpu_pthread_mutex_unlock(&cur_lock);
@@ -221,6 +230,14 @@ report:
 #endif
 	sp_outset_free(&item->out);
 	item->seconds = now_s() - t0;
+#ifndef SP_SIMGRID
+	/* What the item cost its driver thread (the report's driver_cpu_s):
+	 * planning, submitting, its buffers' allocation (pinning on a GPU
+	 * node) and release, the host work of stages that do some, the
+	 * commit; not the tasks, which run on the workers.  (The simulator's
+	 * host model charges these instead.) */
+	sp_item_report_num(item, "driver_cpu_s", thread_cpu_now() - c0);
+#endif
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;
 	starpu_pthread_mutex_lock(&cur_lock);
