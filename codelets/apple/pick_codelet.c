@@ -584,16 +584,17 @@ SP_CODELET(morph_cl, "apple_morph", morph_cpu, SP_CUDA(morph_cuda), NULL, morph_
 SP_CODELET(pick_cl, "apple_pick", pick_cpu, SP_NO_CUDA, NULL, NULL, 4, STARPU_R, STARPU_W, STARPU_R,
 	   STARPU_R);
 
-/* The job's buffers of a micrograph's sizes (job_unref() hands them
- * back): the references' spectra and the responses, in doubles. */
-static size_t spec_doubles(const apple_sizes_t *s)
+/* Hands buf, registered in h by alloc_reg(..., 1), back to the item buffer
+ * pool, with the size its handle records, h unregistered without
+ * coherency: every task is done and nothing reads the content any more,
+ * so none is copied back from a GPU that wrote it last. */
+static void pool_unreg(starpu_data_handle_t h, void *buf)
 {
-	return (size_t)s->nref * 2 * apple_score_spec_size(s->query);
-}
-
-static size_t resp_doubles(const apple_sizes_t *s)
-{
-	return (size_t)s->gy * (size_t)s->gx * (size_t)s->nref;
+	if (h == NULL)
+		return; /* then buf was not allocated either */
+	const size_t bytes = (size_t)starpu_vector_get_nx(h) * starpu_vector_get_elemsize(h);
+	starpu_data_unregister_no_coherency(h);
+	sp_item_buffer_put(buf, bytes);
 }
 
 static void job_unref(struct apple_job *j)
@@ -604,24 +605,17 @@ static void job_unref(struct apple_job *j)
 		starpu_data_partition_clean(j->hresp, (unsigned)j->k_score, j->hresp_parts);
 	if (j->hseg_parts != NULL)
 		starpu_data_partition_clean(j->hseg, (unsigned)j->k_class, j->hseg_parts);
-	/* Every task is done and nothing reads these any more: no copy back
-	 * from a GPU where one was last written there (the image, the window
-	 * moments, the responses, the segmentation: ~100 MB a 4k micrograph) */
-	starpu_data_handle_t hs[] = { j->him,  j->hmean,  j->hstd, j->hspec,
-				      j->hresp, j->hseg, j->hmorph, j->hsvc };
-	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
-		if (hs[i] != NULL)
-			starpu_data_unregister_no_coherency(hs[i]);
-	/* the buffers to the next micrograph of this size (pool_reg()) */
-	const apple_sizes_t *s = &j->s;
-	const size_t nw = (size_t)s->nwy * (size_t)s->nwx;
-	sp_item_buffer_put(j->im, (size_t)s->ny * (size_t)s->nx * sizeof *j->im);
-	sp_item_buffer_put(j->mean, nw * sizeof *j->mean);
-	sp_item_buffer_put(j->std, nw * sizeof *j->std);
-	sp_item_buffer_put(j->spec, spec_doubles(s) * sizeof *j->spec);
-	sp_item_buffer_put(j->resp, resp_doubles(s) * sizeof *j->resp);
-	sp_item_buffer_put(j->seg, nw);
-	sp_item_buffer_put(j->morph, nw);
+	/* the buffers to the next micrograph of this size (up to ~95 MB a 4k
+	 * micrograph that the GPU may have written last) */
+	pool_unreg(j->him, j->im);
+	pool_unreg(j->hmean, j->mean);
+	pool_unreg(j->hstd, j->std);
+	pool_unreg(j->hspec, j->spec);
+	pool_unreg(j->hresp, j->resp);
+	pool_unreg(j->hseg, j->seg);
+	pool_unreg(j->hmorph, j->morph);
+	if (j->hsvc != NULL)
+		starpu_data_unregister_no_coherency(j->hsvc);
 	starpu_free(j->svc);
 	free(j->hresp_parts);
 	free(j->hseg_parts);
@@ -673,23 +667,15 @@ static void split(int n, int k, int *b)
 		b[i] = (int)((long long)n * i / k);
 }
 
-/* n elements from the item buffer pool (sp_item_buffer_get(): a buffer of
- * an earlier micrograph of the same size; its content is stale, and every
- * one of these is written whole by its producer before it is read),
- * registered in *h; -1 when out of memory. */
-static int pool_reg(starpu_data_handle_t *h, void **buf, size_t n, size_t elem)
+/* n elements registered in *h, from starpu_malloc(), or with pooled from the
+ * item buffer pool (sp_item_buffer_get(): a buffer of an earlier
+ * micrograph of the same size, whose stale content does not matter where
+ * the producer writes it whole before anything reads it; pool_unreg()
+ * hands it back); -1 when out of memory. */
+static int alloc_reg(starpu_data_handle_t *h, void **buf, size_t n, size_t elem, int pooled)
 {
-	if (sp_item_buffer_get(buf, (n ? n : 1) * elem) != 0) {
-		*buf = NULL;
-		return -1;
-	}
-	starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*buf, (uint32_t)n, elem);
-	return 0;
-}
-
-static int alloc_reg(starpu_data_handle_t *h, void **buf, size_t n, size_t elem)
-{
-	if (starpu_malloc(buf, (n ? n : 1) * elem) != 0) {
+	const size_t bytes = (n ? n : 1) * elem;
+	if ((pooled ? sp_item_buffer_get(buf, bytes) : starpu_malloc(buf, bytes)) != 0) {
 		*buf = NULL;
 		return -1;
 	}
@@ -811,14 +797,15 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	if (j->maxsv < 1)
 		j->maxsv = 1;
 	if (!j->ref || !j->score || !j->args ||
-	    pool_reg(&j->him, (void **)&j->im, (size_t)s->ny * s->nx, sizeof(double)) ||
-	    pool_reg(&j->hmean, (void **)&j->mean, (size_t)s->nwy * s->nwx, sizeof(double)) ||
-	    pool_reg(&j->hstd, (void **)&j->std, (size_t)s->nwy * s->nwx, sizeof(double)) ||
-	    pool_reg(&j->hspec, (void **)&j->spec, spec_doubles(s), sizeof(double)) ||
-	    pool_reg(&j->hresp, (void **)&j->resp, resp_doubles(s), sizeof(double)) ||
-	    pool_reg(&j->hseg, (void **)&j->seg, (size_t)s->nwy * s->nwx, 1) ||
-	    pool_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nwy * s->nwx, 1) ||
-	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double)))
+	    alloc_reg(&j->him, (void **)&j->im, (size_t)s->ny * s->nx, sizeof(double), 1) ||
+	    alloc_reg(&j->hmean, (void **)&j->mean, (size_t)s->nwy * s->nwx, sizeof(double), 1) ||
+	    alloc_reg(&j->hstd, (void **)&j->std, (size_t)s->nwy * s->nwx, sizeof(double), 1) ||
+	    alloc_reg(&j->hspec, (void **)&j->spec, (size_t)s->nref * 2 * apple_score_spec_size(s->query),
+		      sizeof(double), 1) ||
+	    alloc_reg(&j->hresp, (void **)&j->resp, (size_t)nquery * s->nref, sizeof(double), 1) ||
+	    alloc_reg(&j->hseg, (void **)&j->seg, (size_t)s->nwy * s->nwx, 1, 1) ||
+	    alloc_reg(&j->hmorph, (void **)&j->morph, (size_t)s->nwy * s->nwx, 1, 1) ||
+	    alloc_reg(&j->hsvc, (void **)&j->svc, (size_t)j->maxsv * 3, sizeof(double), 0))
 		return sp_status_set(status, SP_ENOMEM, "%s: out of memory", m->path);
 
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_prepare");
@@ -997,7 +984,7 @@ static int pick_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_pick");
 	pv->score = malloc((size_t)pv->maxpick * sizeof *pv->score);
 	if (ctx == NULL || pv->score == NULL ||
-	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int)) != 0)
+	    alloc_reg(&pv->h, (void **)&pv->xy, (size_t)pv->maxpick * 2, sizeof(int), 0) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->path);
 	return sp_task_insert(ctx, &pick_cl, STARPU_R, j->hmorph, STARPU_W, pv->h, STARPU_R, j->hmean,
 			      STARPU_R, j->hstd, APPLE_TASK_ARG(j, ctx, 0, 0, 0));

@@ -22,6 +22,7 @@
 #include "fsutil.h"
 #include "batch_int.h"
 #include "item.h"
+#include "runtime_int.h"
 #include "json.h"
 #include "runtime.h"
 #include "sched_hp.h"
@@ -70,12 +71,6 @@ void sp_run_interrupt(int signo)
 	starpu_pthread_mutex_unlock(&cur_lock);
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 
 /* Index of a stage's output in a flat values array.  A stage without
@@ -152,15 +147,6 @@ static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, 
 	}
 }
 
-/* The calling thread's CPU time (user + system), seconds. */
-static double thread_cpu_now(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0.0;
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void run_item(struct sp_batch *b, size_t idx)
 {
 	const sp_graph_t *g = b->g;
@@ -169,7 +155,10 @@ static void run_item(struct sp_batch *b, size_t idx)
 	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
 	size_t s;
 
-	double t0 = now_s(), c0 = thread_cpu_now();
+	double t0 = sp__now_s();
+#ifndef SP_SIMGRID
+	const double c0 = sp__thread_cpu_s(); /* the report's driver_cpu_s */
+#endif
 	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, IT_RUNNING);
 	starpu_pthread_mutex_unlock(&cur_lock);
@@ -229,14 +218,14 @@ report:
 	sp_sim_item_end();
 #endif
 	sp_outset_free(&item->out);
-	item->seconds = now_s() - t0;
+	item->seconds = sp__now_s() - t0;
 #ifndef SP_SIMGRID
 	/* What the item cost its driver thread (the report's driver_cpu_s):
 	 * planning, submitting, its buffers' allocation (pinning on a GPU
 	 * node) and release, the host work of stages that do some, the
 	 * commit; not the tasks, which run on the workers.  (The simulator's
 	 * host model charges these instead.) */
-	sp_item_report_num(item, "driver_cpu_s", thread_cpu_now() - c0);
+	sp_item_report_num(item, "driver_cpu_s", sp__thread_cpu_s() - c0);
 #endif
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;

@@ -72,6 +72,15 @@ static inline double sp__now_s(void)
 	return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* The calling thread's CPU time (user + system), seconds; 0 if unknown. */
+static inline double sp__thread_cpu_s(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0.0;
+	return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 /* stats.c: the progress line's thread. */
 void sp__progress_start(void);
 void sp__progress_stop(void);

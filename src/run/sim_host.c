@@ -1,6 +1,7 @@
 /* starpipe-sim's host model (sim_host.h): contention, starvation, host work. */
 #define _GNU_SOURCE
 #include "sim_host.h"
+#include "runtime_int.h"
 
 #ifdef SP_SIMGRID
 #include <errno.h>
@@ -268,17 +269,10 @@ void sp__sim_cuda_task(void *buffers[], void *cl_arg)
 	starpu_sleep((float)t);
 }
 
-static double thread_cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void sp_hostwork_begin(sp_hostwork_t *w, const char *name)
 {
 	w->name = name;
-	w->t0 = hm.loaded ? thread_cpu_s() : 0;
+	w->t0 = hm.loaded ? sp__thread_cpu_s() : 0;
 }
 
 void sp_hostwork_end(sp_hostwork_t *w)
@@ -292,7 +286,7 @@ void sp_hostwork_end(sp_hostwork_t *w)
 		if (strcmp(hm.work[i].symbol, w->name) == 0)
 			dt = hm.work[i].a, w->t0 = -1;
 	if (w->t0 >= 0)
-		dt = hm.host_time_scale > 0 ? (thread_cpu_s() - w->t0) * hm.host_time_scale : 0;
+		dt = hm.host_time_scale > 0 ? (sp__thread_cpu_s() - w->t0) * hm.host_time_scale : 0;
 	if (hm.starved)
 		dt *= hm.starved_host;
 	if (dt > 0)
