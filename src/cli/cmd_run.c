@@ -62,26 +62,41 @@ static void items_free(struct items *it)
 	it->n = 0;
 }
 
+/* 1 when the command line set the graph's variable `input` (--input, or
+ * --set input=). */
+static int input_set(const struct cli *c)
+{
+	for (size_t i = 0; i < c->nvars; i++)
+		if (strcmp(c->vars[i].name, "input") == 0)
+			return 1;
+	return 0;
+}
+
 /* The items: those after the graph file, else the graph's inputs: (globs,
- * a manifest); folders expanded, a file named twice taken once; MPI ranks
- * take rank 0's list, whatever their own globs saw (files still arriving,
- * a file system's caches): one batch, one indexing. */
+ * a manifest), and both when the command line also set `input` (as in
+ * `--input a.fits b.fits`: a.fits is --input's, b.fits an item; items
+ * alone would leave a.fits unread); folders expanded, a file named twice
+ * taken once; MPI ranks take rank 0's list, whatever their own globs saw
+ * (files still arriving, a file system's caches): one batch, one indexing. */
 static int collect_items(const struct cli *c, const sp_graph_t *g, struct items *it)
 {
 	sp_err_t err = { 0 };
 	int status = 0;
-	if (c->nitems > 0) {
-		it->v = calloc(c->nitems, sizeof *it->v);
-		for (it->n = 0; it->v != NULL && it->n < c->nitems; it->n++)
-			if ((it->v[it->n] = strdup(c->items[it->n])) == NULL)
-				break;
-		if (it->v == NULL || it->n < c->nitems) {
+	if ((c->nitems == 0 || input_set(c)) && sp_graph_items(g, &it->v, &it->n, &err) != 0) {
+		cli_say("%s", err.msg);
+		status = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
+	}
+	if (status == 0 && c->nitems > 0) {
+		char **v = realloc(it->v, (it->n + c->nitems) * sizeof *v);
+		size_t k = 0;
+		if (v != NULL)
+			for (it->v = v; k < c->nitems; k++, it->n++)
+				if ((it->v[it->n] = strdup(c->items[k])) == NULL)
+					break;
+		if (v == NULL || k < c->nitems) {
 			fprintf(stderr, "starpipe: out of memory\n");
 			status = 1;
 		}
-	} else if (sp_graph_items(g, &it->v, &it->n, &err) != 0) {
-		cli_say("%s", err.msg);
-		status = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
 	}
 	if (status == 0 && sp_graph_folders(g, &it->v, &it->n, &err) != 0) {
 		cli_say("%s", err.msg);
