@@ -322,9 +322,14 @@ void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, 
  * has less than the disk's area (as in the reference).
  *
  * Writes at most maxpick picks to xy[.][2] and returns their number (the
- * total when larger than maxpick), or SP_ENOMEM. */
+ * total when larger than maxpick), or SP_ENOMEM (the per-component
+ * arrays).  work: apple_pick_work_size(s) bytes, int32-aligned (malloc's
+ * alignment). */
 int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
-	       int maxpick);
+	       int maxpick, void *work);
+
+/* Bytes of scratch apple_pick() needs: ~10 per window position. */
+size_t apple_pick_work_size(const apple_sizes_t *s);
 
 /* The picks' scores: for each pick xy[k] (original pixels, as apple_pick()
  * writes them) the SVM's decision value at its window (the inverse of

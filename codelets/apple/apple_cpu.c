@@ -1120,21 +1120,38 @@ void apple_morphology(const apple_sizes_t *s, const uint8_t *seg, uint8_t *out, 
 
 /* ---- step 7: pick ------------------------------------------------------ */
 
-int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
-	       int maxpick)
+/* The trimmed grid apple_pick() works on: my x mx. */
+static size_t pick_grid(const apple_sizes_t *s, int *my, int *mx)
 {
 	const int q = s->query, lo = q / 2 - 1, hi = q / 2;
-	const int my = s->nwy - lo - hi, mx = s->nwx - lo - hi;
-	const size_t mm = (size_t)my * mx;
+	*my = s->nwy - lo - hi;
+	*mx = s->nwx - lo - hi;
+	return *my > 0 && *mx > 0 ? (size_t)*my * (size_t)*mx : 0;
+}
+
+size_t apple_pick_work_size(const apple_sizes_t *s)
+{
+	int my, mx;
+	const size_t mm = pick_grid(s, &my, &mx);
+	return 2 * sizeof(int32_t) * (mm + 1) + 2 * mm;
+}
+
+int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *seg, int *xy,
+	       int maxpick, void *work)
+{
+	const int q = s->query, lo = q / 2 - 1;
+	int my, mx;
+	const size_t mm = pick_grid(s, &my, &mx);
 	const int moa = s->moa;
-	uint8_t *t = malloc(mm), *img = malloc(mm);
-	int32_t *lab = malloc(sizeof *lab * mm), *par = malloc(sizeof *par * (mm + 1));
+	/* the int32 arrays first: work is malloc-aligned */
+	int32_t *lab = work, *par = lab + mm + 1;
+	uint8_t *t = (uint8_t *)(par + mm + 1), *img = t + mm;
 	long long *cnt = NULL, *sr = NULL, *sc = NULL;
 	int32_t *cy = NULL, *cx = NULL, *ccount = NULL;
 	int npick = 0, ret = SP_ENOMEM;
 
-	if (t == NULL || img == NULL || lab == NULL || par == NULL)
-		goto out;
+	if (mm == 0)
+		return 0;
 	for (int y = 0; y < my; y++)
 		memcpy(t + (size_t)y * mx, seg + (size_t)(y + lo) * s->nwx + lo, (size_t)mx);
 
@@ -1230,10 +1247,6 @@ int apple_pick(const apple_params_t *p, const apple_sizes_t *s, const uint8_t *s
 	}
 	ret = npick;
 out:
-	free(t);
-	free(img);
-	free(lab);
-	free(par);
 	free(cnt);
 	free(sr);
 	free(sc);

@@ -9,6 +9,7 @@
 #include "stage.h"
 #include "apple_glue.h"
 #include "apple_kern.h"
+#include "tbuf.h"
 #ifdef SP_HAVE_CUDA
 #include "cuda_handles.h"
 #endif
@@ -288,10 +289,9 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 	double *std = (double *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	double *spec = (double *)STARPU_VECTOR_GET_PTR(buffers[4]);
 	size_t nw1 = apple_preprocess_work_size(&j->p, s), nw2 = (size_t)s->ny * s->nwx * 2;
-	double *work = malloc((nw1 > nw2 ? nw1 : nw2) * sizeof *work);
+	double *work = sp_thread_buf(SP_TBUF_APPLE, (nw1 > nw2 ? nw1 : nw2) * sizeof *work);
 	apple_score_fft_t *f = worker_plan(s->query);
 	if (work == NULL || f == NULL) {
-		free(work);
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		return;
 	}
@@ -299,7 +299,6 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 	apple_moments(im, s->ny, s->nx, s->query, mean, std, work);
 	apple_refs_select(s, mean, std, j->ref);
 	apple_score_refs_fft(f, im, s->nx, s->query, j->ref, s->nref, spec);
-	free(work);
 }
 
 static void score_cpu(void *buffers[], void *cl_arg)
@@ -414,16 +413,17 @@ static void train_cpu(void *buffers[], void *cl_arg)
 	const double *im = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
 	double *svc = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
 	int npos = 0, nneg = 0;
-	double *feat = malloc((size_t)(s->ny / s->query) * (s->nx / s->query) * 2 * sizeof *feat);
-	unsigned char *work = malloc(2 * (size_t)s->ny * s->nx);
-	if (feat == NULL || work == NULL) {
+	const size_t nfeat = (size_t)(s->ny / s->query) * (s->nx / s->query) * 2;
+	double *feat = sp_thread_buf(SP_TBUF_APPLE, nfeat * sizeof *feat + 2 * (size_t)s->ny * s->nx);
+	if (feat == NULL) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
-		goto out;
+		return;
 	}
+	unsigned char *work = (unsigned char *)(feat + nfeat);
 	apple_score_finish(resp, s->gy * s->gx, s->nref, j->score);
 	if (apple_training_set(s, im, j->score, s->tau1, s->tau2, feat, &npos, &nneg, work) != 0) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
-		goto out;
+		return;
 	}
 	apple_svm_free(&j->svm); /* a retry replaces the classifier */
 	j->svm = apple_svm_new(feat, npos, nneg);
@@ -436,9 +436,6 @@ static void train_cpu(void *buffers[], void *cl_arg)
 			      __func__, j->svm->nsv, j->maxsv);
 	else
 		apple_svm_cuda_pack(j->svm, svc);
-out:
-	free(feat);
-	free(work);
 }
 
 /* A classify task's count depends on the number of support vectors, which
@@ -473,16 +470,14 @@ static void morph_cpu(void *buffers[], void *cl_arg)
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	size_t nn = (size_t)j->s.nwy * j->s.nwx;
-	uint8_t *work8 = malloc(nn);
-	int32_t *work32 = malloc(apple_morphology_work_size(j->s.nwy, j->s.nwx) * sizeof *work32);
-	if (work8 == NULL || work32 == NULL)
+	size_t nn = (size_t)j->s.nwy * j->s.nwx, n32 = apple_morphology_work_size(j->s.nwy, j->s.nwx);
+	int32_t *work32 = sp_thread_buf(SP_TBUF_APPLE, n32 * sizeof *work32 + nn);
+	if (work32 == NULL)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 	else
 		apple_morphology(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				 (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]), work8, work32);
-	free(work8);
-	free(work32);
+				 (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				 (uint8_t *)(work32 + n32), work32);
 }
 
 #ifdef SP_HAVE_CUDA
@@ -526,8 +521,12 @@ static void pick_cpu(void *buffers[], void *cl_arg)
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	int n = apple_pick(&j->p, &j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
-			   (int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->maxpick);
+	void *work = sp_thread_buf(SP_TBUF_APPLE, apple_pick_work_size(&j->s));
+	int n = work == NULL ? SP_ENOMEM
+			     : apple_pick(&j->p, &j->s,
+					  (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+					  (int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->maxpick,
+					  work);
 	if (n < 0)
 		sp_status_set(a->ctx->status, n, "%s: out of memory", __func__);
 	else {

@@ -3,9 +3,9 @@
 #include "desi_kern.h"
 
 #include "cpuisa.h"
+#include "tbuf.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,55 +85,6 @@ struct batch_bufs {
 	const int32_t *pxc, *pyc;
 };
 
-/* The calling thread's buffers of at least n doubles, kept for its next
- * calls (freed when the thread exits), or NULL when out of memory: one for
- * each phase (BUF_PATCH, BUF_DECOR), so that a worker running both keeps
- * each phase's buffer as it was (the decorrelation's eigendecompositions
- * ran 7 % slower in a buffer sized by the other phase). */
-enum { BUF_PATCH, BUF_DECOR, BUF_N };
-struct thread_buf {
-	double *p[BUF_N];
-	size_t cap[BUF_N];
-};
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-static int buf_key_ok;
-
-static void thread_buf_free(void *v)
-{
-	struct thread_buf *t = v;
-	for (int k = 0; k < BUF_N; k++)
-		free(t->p[k]);
-	free(t);
-}
-
-static void buf_key_make(void)
-{
-	buf_key_ok = pthread_key_create(&buf_key, thread_buf_free) == 0;
-}
-
-static double *thread_buf(int which, size_t n)
-{
-	pthread_once(&buf_once, buf_key_make);
-	if (!buf_key_ok)
-		return NULL;
-	struct thread_buf *t = pthread_getspecific(buf_key);
-	if (t == NULL) {
-		if ((t = calloc(1, sizeof *t)) == NULL)
-			return NULL;
-		if (pthread_setspecific(buf_key, t) != 0) {
-			free(t);
-			return NULL;
-		}
-	}
-	if (t->cap[which] < n) {
-		free(t->p[which]);
-		t->p[which] = malloc(n * sizeof *t->p[which]);
-		t->cap[which] = t->p[which] != NULL ? n : 0;
-	}
-	return t->p[which];
-}
-
 /* full: also the core arrays and the kernels' work space (the decorrelate
  * phase); the patch phase needs only the window. */
 static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
@@ -174,7 +125,10 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	const size_t ndoubles = 2 * B->npix_max +           /* pix, ivar */
 				ncore * (4 + (size_t)nd) +  /* flux, ivar, chi2, pixmask, rdiags */
 				nwork + nstate;
-	B->buf = thread_buf(full ? BUF_DECOR : BUF_PATCH, ndoubles > 0 ? ndoubles : 1);
+	/* one slot per phase: a worker running both keeps each buffer as it
+	 * was (tbuf.h) */
+	B->buf = sp_thread_buf(full ? SP_TBUF_DESI_DECOR : SP_TBUF_DESI_PATCH,
+			       (ndoubles > 0 ? ndoubles : 1) * sizeof(double));
 	if (B->buf == NULL)
 		return -1;
 	B->wpix = B->buf;
@@ -191,7 +145,7 @@ static int bufs_init(const desi_batch_t *b, struct batch_bufs *B, int full)
 	return 0;
 }
 
-/* The buffer stays the thread's (thread_buf). */
+/* The buffer stays the thread's (sp_thread_buf). */
 static void bufs_free(struct batch_bufs *B)
 {
 	B->buf = NULL;
