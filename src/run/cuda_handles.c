@@ -1,9 +1,12 @@
 /* Per-worker cuBLAS/cuSOLVER handles bound to the workers' streams, and async scratch. */
 #include "cuda_handles.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cublas_v2.h>
@@ -67,11 +70,49 @@ static void hooks_cb(void *arg)
 		hooks[i]();
 }
 
+/* The bytes the device's memory pool keeps after a synchronisation: at
+ * most STARPIPE_CUDA_POOL_KEEP_MB MiB when set (0: CUDA's default, which
+ * keeps nothing), else an eighth of the device's memory.  CUDA's default
+ * hands every freed byte back to the driver at the next stream, event or
+ * device synchronisation, so that a task's cudaMallocAsync (256 MiB for an
+ * APPLE score task, cuSOLVER's workspace for DESI) maps the pages afresh
+ * after one.  The pool keeps only what tasks asked for at once, not a
+ * reservation: this bounds it. */
+static unsigned long long pool_keep_bytes(void)
+{
+	const char *v = getenv("STARPIPE_CUDA_POOL_KEEP_MB");
+	if (v != NULL && *v != '\0') {
+		char *end;
+		errno = 0;
+		unsigned long long mb = strtoull(v, &end, 10);
+		if (errno == 0 && *end == '\0' && v[0] != '-')
+			return mb << 20;
+		/* not a count: the default, as for an unset variable */
+	}
+	size_t free_b = 0, total_b = 0;
+	if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+		return 0;
+	return (unsigned long long)total_b / 8;
+}
+
+/* Sets the calling worker's device's default memory pool to keep
+ * pool_keep_bytes(); a failure leaves CUDA's default (slower, not wrong). */
+static void pool_keep(void)
+{
+	int dev;
+	cudaMemPool_t pool;
+	uint64_t keep = pool_keep_bytes();
+	if (cudaGetDevice(&dev) == cudaSuccess &&
+	    cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
+		cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+}
+
 static void create_cb(void *arg)
 {
 	(void)arg;
 	int w = starpu_worker_get_id();
 	cudaStream_t s = starpu_cuda_get_local_stream();
+	pool_keep();
 	if (cublasCreate(&blas[w]) != CUBLAS_STATUS_SUCCESS ||
 	    cublasSetStream(blas[w], s) != CUBLAS_STATUS_SUCCESS ||
 	    cusolverDnCreate(&solver[w]) != CUSOLVER_STATUS_SUCCESS ||

@@ -12,7 +12,9 @@
  * per session (StarPU's starpu_cublas_init() is never called: see
  * doc/gpu.md).  Scratch memory comes from cudaMallocAsync on the worker's
  * stream: asynchronous and served from the device's memory pool, so no
- * synchronising cudaMalloc runs in a task.
+ * synchronising cudaMalloc runs in a task; the pool keeps what it served
+ * (up to an eighth of the device, STARPIPE_CUDA_POOL_KEEP_MB) instead of
+ * CUDA's default of handing it all back at each synchronisation.
  */
 
 struct CUstream_st;
