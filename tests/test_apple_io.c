@@ -320,6 +320,53 @@ static void test_corrupt(void **state)
 	write_mrc(path, 3, 2, 1, 2, 0, bad, sizeof bad, 0);
 	expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 1, col 1)");
 
+	/* Larger than one read (1 MiB: 375 rows of 700 floats): the
+	 * host-order file is read straight into the output, the other order
+	 * through the conversion; the values, and the place of a non-finite
+	 * pixel in a later read and a later block of the scan, come out the
+	 * same in both. */
+	{
+		enum { W = 700, H = 600 };
+		float *big = malloc(sizeof *big * W * H);
+		unsigned char *be = malloc(sizeof *big * W * H);
+		assert_non_null(big);
+		assert_non_null(be);
+		for (size_t i = 0; i < (size_t)W * H; i++)
+			big[i] = (float)i * 0.5f - 1000.0f;
+		tmp_path(path, sizeof path, "big_order.mrc");
+		for (int order = 0; order < 2; order++) {
+			apple_mrc_t h;
+			const void *data = big;
+			if (order == 1) { /* big-endian bytes of the same floats */
+				for (size_t i = 0; i < (size_t)W * H; i++) {
+					uint32_t u;
+					memcpy(&u, &big[i], sizeof u);
+					put32(be + 4 * i, u, 1);
+				}
+				data = be;
+			}
+			write_mrc(path, W, H, 1, 2, 0, data, sizeof *big * W * H, order);
+			float *d = load_ok(path, &h);
+			assert_int_equal(h.big_endian, order);
+			assert_memory_equal(d, big, sizeof *big * W * H);
+			free(d);
+		}
+		big[(size_t)590 * W + 17] = NAN;
+		write_mrc(path, W, H, 1, 2, 0, big, sizeof *big * W * H, 0);
+		expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 590, col 17)");
+		big[(size_t)590 * W + 17] = 1.0f;
+		big[(size_t)401 * W + 699] = -INFINITY;
+		for (size_t i = 0; i < (size_t)W * H; i++) {
+			uint32_t u;
+			memcpy(&u, &big[i], sizeof u);
+			put32(be + 4 * i, u, 1);
+		}
+		write_mrc(path, W, H, 1, 2, 0, be, sizeof *big * W * H, 1);
+		expect_error(path, SP_ENONFINITE, "non-finite pixel at (row 401, col 699): -inf");
+		free(big);
+		free(be);
+	}
+
 	tmp_path(path, sizeof path, "negative.mrc");
 	write_mrc(path, -3, 2, 1, 2, 0, px, sizeof px, 0);
 	expect_error(path, SP_EFORMAT, "bad image size nx -3");
