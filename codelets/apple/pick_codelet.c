@@ -289,9 +289,10 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 	double *std = (double *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	double *spec = (double *)STARPU_VECTOR_GET_PTR(buffers[4]);
 	size_t nw1 = apple_preprocess_work_size(&j->p, s), nw2 = (size_t)s->ny * s->nwx * 2;
-	double *work = sp_thread_buf(SP_TBUF_APPLE, (nw1 > nw2 ? nw1 : nw2) * sizeof *work);
+	double *work = sp_scratch_get((nw1 > nw2 ? nw1 : nw2) * sizeof *work);
 	apple_score_fft_t *f = worker_plan(s->query);
 	if (work == NULL || f == NULL) {
+		sp_scratch_put(work);
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		return;
 	}
@@ -299,6 +300,7 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 	apple_moments(im, s->ny, s->nx, s->query, mean, std, work);
 	apple_refs_select(s, mean, std, j->ref);
 	apple_score_refs_fft(f, im, s->nx, s->query, j->ref, s->nref, spec);
+	sp_scratch_put(work);
 }
 
 static void score_cpu(void *buffers[], void *cl_arg)
@@ -414,7 +416,7 @@ static void train_cpu(void *buffers[], void *cl_arg)
 	double *svc = (double *)STARPU_VECTOR_GET_PTR(buffers[2]);
 	int npos = 0, nneg = 0;
 	const size_t nfeat = (size_t)(s->ny / s->query) * (s->nx / s->query) * 2;
-	double *feat = sp_thread_buf(SP_TBUF_APPLE, nfeat * sizeof *feat + 2 * (size_t)s->ny * s->nx);
+	double *feat = sp_scratch_get(nfeat * sizeof *feat + 2 * (size_t)s->ny * s->nx);
 	if (feat == NULL) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		return;
@@ -423,7 +425,7 @@ static void train_cpu(void *buffers[], void *cl_arg)
 	apple_score_finish(resp, s->gy * s->gx, s->nref, j->score);
 	if (apple_training_set(s, im, j->score, s->tau1, s->tau2, feat, &npos, &nneg, work) != 0) {
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
-		return;
+		goto out;
 	}
 	apple_svm_free(&j->svm); /* a retry replaces the classifier */
 	j->svm = apple_svm_new(feat, npos, nneg);
@@ -436,6 +438,8 @@ static void train_cpu(void *buffers[], void *cl_arg)
 			      __func__, j->svm->nsv, j->maxsv);
 	else
 		apple_svm_cuda_pack(j->svm, svc);
+out:
+	sp_scratch_put(feat);
 }
 
 /* A classify task's count depends on the number of support vectors, which
@@ -471,13 +475,14 @@ static void morph_cpu(void *buffers[], void *cl_arg)
 	if (sp_status_failed(a->ctx->status))
 		return;
 	size_t nn = (size_t)j->s.nwy * j->s.nwx, n32 = apple_morphology_work_size(j->s.nwy, j->s.nwx);
-	int32_t *work32 = sp_thread_buf(SP_TBUF_APPLE, n32 * sizeof *work32 + nn);
+	int32_t *work32 = sp_scratch_get(n32 * sizeof *work32 + nn);
 	if (work32 == NULL)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 	else
 		apple_morphology(&j->s, (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				 (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				 (uint8_t *)(work32 + n32), work32);
+	sp_scratch_put(work32);
 }
 
 #ifdef SP_HAVE_CUDA
@@ -521,12 +526,13 @@ static void pick_cpu(void *buffers[], void *cl_arg)
 	struct apple_job *j = a->job;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	void *work = sp_thread_buf(SP_TBUF_APPLE, apple_pick_work_size(&j->s));
+	void *work = sp_scratch_get(apple_pick_work_size(&j->s));
 	int n = work == NULL ? SP_ENOMEM
 			     : apple_pick(&j->p, &j->s,
 					  (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
 					  (int *)STARPU_VECTOR_GET_PTR(buffers[1]), j->picks->maxpick,
 					  work);
+	sp_scratch_put(work);
 	if (n < 0)
 		sp_status_set(a->ctx->status, n, "%s: out of memory", __func__);
 	else {

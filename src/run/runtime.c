@@ -29,6 +29,7 @@
 #include "sched_hp.h"
 #include "sim_host.h"
 #include "stage.h"
+#include "tbuf.h"
 #include "runtime_int.h"
 
 
@@ -297,6 +298,7 @@ void sp_runtime_shutdown(void)
 	sp_bound_end();
 	sp__runtime_update_versions();
 	(void)sp__item_buffers_drain();
+	(void)sp_scratch_drain(); /* no task runs now */
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();
 #endif
