@@ -474,20 +474,64 @@ static void batch_free(struct sp_batch *b)
 /* Items driven at once when --inflight is not given.  Two items keep a CPU
  * node busy (one reads or writes while the other computes).  A GPU
  * finishes an item's tasks long before its CPU-only stages (reads,
- * training, picking, writes) are done: four more items per GPU keep it fed
- * (doc/scheduling.md: APPLE on the H200 node, simulated, 1.12 s with 3 in
- * flight, 0.71 s with 6).  An MPI batch with few items per rank takes no
- * more than a rank's share: the first requests of every rank's threads
- * would otherwise hand a few ranks all the items while the others wait
+ * training, picking, writes) are done: ten more items per GPU keep it fed
+ * (doc/scheduling.md section 8, SIMULATED on the H200 node: 24 APPLE
+ * micrographs in 2.19 s with 12 in flight against 2.98 s with 6, 12 DESI
+ * frames in 13.96 s against 14.49 s; no simulated case was slower with
+ * more).  Never more than the memory holds: the items' estimates (the
+ * plan's, the largest of the batch) within --memory-limit or the machine's
+ * memory, at least 1.  An MPI batch with few items per rank takes no more
+ * than a rank's share: the first requests of every rank's threads would
+ * otherwise hand a few ranks all the items while the others wait
  * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
- * ideal time with 6 in flight, 0.90 with the share, 2). */
-static size_t default_inflight(const struct sp_batch *b)
+ * ideal time with 6 in flight, 0.90 with the share, 2).  *by_memory is
+ * set when the memory lowered the count. */
+static size_t default_inflight(const struct sp_batch *b, int *by_memory)
 {
-	size_t n = 2 + 4 * (size_t)sp_runtime_ncuda_workers();
+	size_t n = 2 + 10 * (size_t)sp_runtime_ncuda_workers();
 	size_t ranks = (size_t)sp_cluster_size();
 	size_t share = (b->nitems + ranks - 1) / ranks;
+	*by_memory = 0;
 	if (b->lazy_plan && share < n)
 		n = share > 1 ? share : 1;
+	const unsigned long long need = atomic_load(&b->need_max);
+	const unsigned long long limit = sp__memory_limit(b->opts);
+	if (need > 0 && limit > 0) {
+		unsigned long long fit = limit / need;
+		if (fit < n) {
+			n = fit > 1 ? (size_t)fit : 1;
+			*by_memory = 1;
+		}
+	}
+	return n;
+}
+
+/* The count in flight, and what limited it, for the verbose line and for
+ * a warning when --inflight asks for more than the memory holds. */
+static size_t batch_inflight(const struct sp_batch *b)
+{
+	int by_memory = 0;
+	char nb[32], lb[32];
+	const unsigned long long need = atomic_load(&b->need_max);
+	const unsigned long long limit = sp__memory_limit(b->opts);
+	size_t n = b->opts->inflight ? b->opts->inflight : default_inflight(b, &by_memory);
+	if (sp_cluster_rank() != 0)
+		return n;
+	if (b->opts->inflight && need > 0 && limit > 0 && limit / need < n)
+		fprintf(stderr,
+			"starpipe: warning: --inflight %zu: an item may need about %s, and %zu of them "
+			"more than the %s %s\n",
+			n, sp__human_bytes(need, nb, sizeof nb), n, sp__human_bytes(limit, lb, sizeof lb),
+			b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
+	if (b->opts->verbose) {
+		fprintf(stderr, "[starpipe] %zu item(s) in flight%s", n,
+			sp_cluster_size() > 1 ? " per rank" : "");
+		if (by_memory)
+			fprintf(stderr, " (as many as %s of memory holds at about %s each)",
+				sp__human_bytes(limit, lb, sizeof lb),
+				sp__human_bytes(need, nb, sizeof nb));
+		fputc('\n', stderr);
+	}
 	return n;
 }
 
@@ -526,10 +570,7 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			sp__plan_item(&b, &b.state[i]);
-	size_t inflight = opts->inflight ? opts->inflight : default_inflight(&b);
-	if (opts->verbose && sp_cluster_rank() == 0)
-		fprintf(stderr, "[starpipe] %zu item(s) in flight%s\n", inflight,
-			sp_cluster_size() > 1 ? " per rank" : "");
+	size_t inflight = batch_inflight(&b);
 	batch_drive(&b, inflight);
 	batch_collect(&b, res);
 	batch_free(&b);

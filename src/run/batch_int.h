@@ -50,6 +50,8 @@ struct sp_batch {
 	const sp_run_opts_t *opts;
 	sp_item_t *state; /* one per item, kept for the report */
 	atomic_size_t nok, nfailed, nskipped, ncancelled;
+	/* the largest memory estimate of the items planned so far (bytes) */
+	_Atomic unsigned long long need_max;
 	int journal_fd;           /* -1: no journal */
 	const char *journal_path; /* for messages */
 	int journal_failed;       /* a line could not be written: the batch exits 1 */
@@ -72,6 +74,11 @@ int sp__check_collisions(char *const *items, char **const *outs, const size_t *n
 			 size_t nitems, sp_err_t *err);
 void sp__clean_stale(struct sp_batch *b);
 void sp__plan_item(struct sp_batch *b, sp_item_t *it);
+/* The memory an item may need: --memory-limit, else the machine's (or its
+ * cgroup's); 0 when unknown. */
+unsigned long long sp__memory_limit(const sp_run_opts_t *opts);
+/* "1.5 GiB", "160 MiB", "551 KiB" into buf; returns buf. */
+const char *sp__human_bytes(unsigned long long b, char *buf, size_t size);
 void sp__free_strv(char **v, size_t n);
 
 /* journal.c: one line per finished item; the name of a rank's part. */

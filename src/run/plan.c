@@ -228,8 +228,12 @@ static int estimate_item(sp_item_t *it, unsigned long long *bytes, unsigned long
 	return 0;
 }
 
-/* "1.5 GiB", "160 MiB", "551 KiB" */
-static const char *human_bytes(unsigned long long b, char *buf, size_t size)
+unsigned long long sp__memory_limit(const sp_run_opts_t *opts)
+{
+	return opts->memory_limit ? opts->memory_limit : sp_run_machine_memory();
+}
+
+const char *sp__human_bytes(unsigned long long b, char *buf, size_t size)
 {
 	if (b >= (1ull << 30))
 		snprintf(buf, size, "%.1f GiB", (double)b / (double)(1ull << 30));
@@ -297,8 +301,8 @@ static int plan_output_space(sp_item_t *it, unsigned long long out_need, sp_err_
 			return sp_seterr(err, SP_EIO,
 					 "%s: its output needs about %s but '%s' has %s free; refused "
 					 "before running",
-					 it->path, human_bytes(out_need, nb, sizeof nb), dir,
-					 human_bytes(avail, ab, sizeof ab));
+					 it->path, sp__human_bytes(out_need, nb, sizeof nb), dir,
+					 sp__human_bytes(avail, ab, sizeof ab));
 	}
 	return 0;
 }
@@ -364,8 +368,7 @@ void sp__plan_item(struct sp_batch *b, sp_item_t *it)
 	}
 	/* Memory up front: an item that cannot fit fails now, with the figure,
 	 * not after minutes of work or by the kernel's OOM killer. */
-	unsigned long long need = 0, limit = b->opts->memory_limit ? b->opts->memory_limit
-								   : sp_run_machine_memory();
+	unsigned long long need = 0, limit = sp__memory_limit(b->opts);
 	unsigned long long out_need = 0;
 	int rc = estimate_item(it, &need, &out_need, &err);
 	char nb[32], lb[32];
@@ -373,7 +376,7 @@ void sp__plan_item(struct sp_batch *b, sp_item_t *it)
 		rc = sp_seterr(&err, SP_ENOMEM,
 			       "%s: needs about %s of memory (estimated from its header), more than "
 			       "the %s %s; refused before running",
-			       it->path, human_bytes(need, nb, sizeof nb), human_bytes(limit, lb, sizeof lb),
+			       it->path, sp__human_bytes(need, nb, sizeof nb), sp__human_bytes(limit, lb, sizeof lb),
 			       b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
 	if (rc == 0)
 		rc = plan_output_space(it, out_need, &err);
@@ -387,4 +390,7 @@ void sp__plan_item(struct sp_batch *b, sp_item_t *it)
 		return;
 	}
 	sp_item_report_num(it, "memory_estimate_bytes", (double)need);
+	unsigned long long m = atomic_load(&b->need_max);
+	while (need > m && !atomic_compare_exchange_weak(&b->need_max, &m, need))
+		;
 }
