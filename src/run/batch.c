@@ -480,7 +480,8 @@ static void batch_free(struct sp_batch *b)
  * frames in 13.96 s against 14.49 s; no simulated case was slower with
  * more).  Never more than the memory holds: the items' estimates (the
  * plan's, the largest of the batch) within --memory-limit or the machine's
- * memory, at least 1.  An MPI batch with few items per rank takes no more
+ * memory, at least 1 (one process, which plans every item first; an MPI
+ * rank plans an item when it is handed it).  An MPI batch with few items per rank takes no more
  * than a rank's share: the first requests of every rank's threads would
  * otherwise hand a few ranks all the items while the others wait
  * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
