@@ -1140,6 +1140,53 @@ static void test_erosion_definition(void **state)
 	free(work);
 }
 
+/* apple_edt2() against the definition, value for value: the squared
+ * distance from each pixel to the nearest 0 pixel of the image padded by
+ * one 0 all round, by a search over every 0, on images from nearly all 1
+ * (long parabola stacks in the row phase) to sparse, in odd shapes. */
+static void test_edt_brute(void **state)
+{
+	const int shapes[4][2] = { { 37, 61 }, { 64, 9 }, { 5, 90 }, { 73, 73 } };
+	(void)state;
+	for (int sh = 0; sh < 4; sh++) {
+		const int h = shapes[sh][0], w = shapes[sh][1];
+		uint8_t *a = xmalloc((size_t)h * w);
+		int32_t *d2 = xmalloc(sizeof(int32_t) * (size_t)h * w);
+		int32_t *work = xmalloc(sizeof(int32_t) *
+					((size_t)(h + 2) * (w + 2) + 3 * (size_t)(h > w ? h : w) + 6));
+		for (int trial = 0; trial < 4; trial++) {
+			const double dens = trial == 3 ? 1.0 : 0.5 + 0.2 * trial; /* 1.0: all 1 */
+			for (int i = 0; i < h * w; i++)
+				a[i] = urand() < dens;
+			apple_edt2(a, h, w, d2, work);
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++) {
+					/* the padding: rows -1 and h, columns -1 and w */
+					long long best = (long long)(y + 1) * (y + 1);
+					long long e[3] = { (long long)(h - y) * (h - y),
+							   (long long)(x + 1) * (x + 1),
+							   (long long)(w - x) * (w - x) };
+					for (int k = 0; k < 3; k++)
+						best = e[k] < best ? e[k] : best;
+					for (int yy = 0; yy < h; yy++)
+						for (int xx = 0; xx < w; xx++)
+							if (!a[yy * w + xx]) {
+								long long d = (long long)(yy - y) * (yy - y) +
+									      (long long)(xx - x) * (xx - x);
+								best = d < best ? d : best;
+							}
+					if (d2[y * w + x] != best)
+						print_message("# %d x %d, trial %d, (%d, %d): %d, want %lld\n",
+							      h, w, trial, y, x, d2[y * w + x], best);
+					assert_int_equal(d2[y * w + x], best);
+				}
+		}
+		free(a);
+		free(d2);
+		free(work);
+	}
+}
+
 static void test_label_floodfill(void **state)
 {
 	const int h = 47, w = 39;
@@ -1524,6 +1571,7 @@ int main(void)
 		cmocka_unit_test(test_prep_variants),
 		cmocka_unit_test(test_svm_decisions),
 		cmocka_unit_test(test_erosion_definition),
+		cmocka_unit_test(test_edt_brute),
 		cmocka_unit_test(test_label_floodfill),
 	};
 	char path[1024];

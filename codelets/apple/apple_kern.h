@@ -370,57 +370,86 @@ APK_FN void apk_clear_corner(const uint8_t *seg, int w, int32_t p, uint8_t *out)
 
 /* Distance transform, phase 1, thread x < w + 2: g[y][x] of the image
  * padded by one zero pixel all round ([h + 2][w + 2]), the vertical
- * distance to the nearest 0 (apple_edt2()). */
+ * distance to the nearest 0 (apple_edt2()).  The value carried from one
+ * row to the next stays in a register: on a GPU, where one thread per
+ * column is all the parallelism there is (~2k threads for a 4k
+ * micrograph), a load of what the thread has just stored was a full
+ * memory latency per row. */
 APK_FN void apk_edt_col(const uint8_t *a, int h, int w, int x, int32_t *g)
 {
-	const int H = h + 2, W = w + 2;
+	const int H = h + 2, W = w + 2, inside = x >= 1 && x <= w;
+	int32_t run = 0; /* g[y - 1][x], then g[y + 1][x] */
 	g[x] = 0;
 	for (int y = 1; y < H; y++) {
-		int in = y <= h && x >= 1 && x <= w && a[(size_t)(y - 1) * w + x - 1];
-		g[(size_t)y * W + x] = in ? g[(size_t)(y - 1) * W + x] + 1 : 0;
+		int in = inside && y <= h && a[(size_t)(y - 1) * w + x - 1];
+		run = in ? run + 1 : 0;
+		g[(size_t)y * W + x] = run;
 	}
-	for (int y = H - 2; y >= 0; y--)
-		if (g[(size_t)(y + 1) * W + x] < g[(size_t)y * W + x])
-			g[(size_t)y * W + x] = g[(size_t)(y + 1) * W + x] + 1;
+	for (int y = H - 2; y >= 0; y--) {
+		const int32_t v = g[(size_t)y * W + x];
+		if (run < v) {
+			run = run + 1;
+			g[(size_t)y * W + x] = run;
+		} else {
+			run = v;
+		}
+	}
 }
 
 /* Phase 2 (Meijster), thread y in [1, h]: squared distances of row y - 1
- * of the image into d2 [h][w]; s and t: w + 2 int32 each, the thread's own. */
+ * of the image into d2 [h][w]; s and t: w + 2 int32 each, the thread's own.
+ * The stack's top (s[k], t[k] and G[s[k]]^2) stays in registers, so that
+ * comparing with it and pushing cost no load; only a pop reads the entry
+ * below.  The same integers as the textbook form, so the same values. */
 APK_FN void apk_edt_row(const int32_t *g, int h, int w, int y, int32_t *s, int32_t *t,
 			int32_t *d2)
 {
 	const int W = w + 2;
 	const int32_t *G = g + (size_t)y * W;
 	int k = 0;
+	int32_t sk = 0, tk = 0;                    /* s[k], t[k] */
+	long long gk = (long long)G[0] * G[0];     /* G[s[k]]^2 */
 	(void)h;
 	s[0] = 0;
 	t[0] = 0;
-#define APK_F(x, i) ((long long)((x) - (i)) * ((x) - (i)) + (long long)G[i] * G[i])
+	/* f(x, i) = (x - i)^2 + G[i]^2, with G[i]^2 given */
+#define APK_F(x, i, gi2) ((long long)((x) - (i)) * ((x) - (i)) + (gi2))
 	for (int u = 1; u < W; u++) {
-		while (k >= 0 && APK_F(t[k], s[k]) > APK_F(t[k], u))
-			k--;
-		if (k < 0) {
+		const long long gu = (long long)G[u] * G[u];
+		while (k >= 0 && APK_F(tk, sk, gk) > APK_F(tk, u, gu)) {
+			if (--k >= 0) {
+				sk = s[k];
+				tk = t[k];
+				gk = (long long)G[sk] * G[sk];
+			}
+		}
+		if (k < 0) { /* t[0] is 0 for good */
 			k = 0;
-			s[0] = u;
+			s[0] = sk = u;
+			tk = 0;
+			gk = gu;
 		} else {
-			long long num = (long long)u * u - (long long)s[k] * s[k] +
-					(long long)G[u] * G[u] - (long long)G[s[k]] * G[s[k]];
-			long long q = 2LL * (u - s[k]), wv = num / q;
+			long long num = (long long)u * u - (long long)sk * sk + gu - gk;
+			long long q = 2LL * (u - sk), wv = num / q;
 			if (num % q != 0 && ((num < 0) != (q < 0)))
 				wv--; /* floor division */
 			wv += 1;
 			if (wv < W) {
 				k++;
-				s[k] = u;
-				t[k] = (int32_t)wv;
+				s[k] = sk = u;
+				t[k] = tk = (int32_t)wv;
+				gk = gu;
 			}
 		}
 	}
 	for (int u = W - 1; u >= 0; u--) {
 		if (u >= 1 && u <= w)
-			d2[(size_t)(y - 1) * w + u - 1] = (int32_t)APK_F(u, s[k]);
-		if (u == t[k])
-			k--;
+			d2[(size_t)(y - 1) * w + u - 1] = (int32_t)APK_F(u, sk, gk);
+		if (u == tk && --k >= 0) {
+			sk = s[k];
+			tk = t[k];
+			gk = (long long)G[sk] * G[sk];
+		}
 	}
 #undef APK_F
 }
