@@ -226,6 +226,11 @@ report:
 	 * commit; not the tasks, which run on the workers.  (The simulator's
 	 * host model charges these instead.) */
 	sp_item_report_num(item, "driver_cpu_s", sp__thread_cpu_s() - c0);
+	/* When it started and ended, seconds since the runtime started: a
+	 * batch's steady rate is the rate its later items end at, free of the
+	 * start's costs (first buffers, plans, pinning) */
+	sp_item_report_num(item, "start_s", t0 - sp__rt.t0);
+	sp_item_report_num(item, "end_s", sp__now_s() - sp__rt.t0);
 #endif
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;
