@@ -486,12 +486,13 @@ static void batch_free(struct sp_batch *b)
  * more).  Never more than the memory holds: the items' estimates (the
  * plan's, the largest of the batch) within --memory-limit or the machine's
  * memory, at least 1 (one process, which plans every item first; an MPI
- * rank plans an item when it is handed it).  An MPI batch with few items per rank takes no more
- * than a rank's share: the first requests of every rank's threads would
- * otherwise hand a few ranks all the items while the others wait
- * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
- * ideal time with 6 in flight, 0.90 with the share, 2).  *by_memory is
- * set when the memory lowered the count. */
+ * rank plans an item when it is handed it).  An MPI batch with few items
+ * per rank takes no more than a rank's share: the first requests of every
+ * rank's threads would otherwise hand a few ranks all the items while the
+ * others wait (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at
+ * 0.32 of the ideal time with 6 in flight, 0.90 with the share, 2).
+ * *by_memory is set when the memory lowered the count below the batch's
+ * items. */
 static size_t default_inflight(const struct sp_batch *b, int *by_memory)
 {
 	size_t n = 2 + 10 * (size_t)sp_runtime_ncuda_workers();
@@ -506,7 +507,7 @@ static size_t default_inflight(const struct sp_batch *b, int *by_memory)
 		unsigned long long fit = limit / need;
 		if (fit < n) {
 			n = fit > 1 ? (size_t)fit : 1;
-			*by_memory = 1;
+			*by_memory = n < b->nitems;
 		}
 	}
 	return n;
@@ -523,11 +524,13 @@ static size_t batch_inflight(const struct sp_batch *b)
 	size_t n = b->opts->inflight ? b->opts->inflight : default_inflight(b, &by_memory);
 	if (sp_cluster_rank() != 0)
 		return n;
-	if (b->opts->inflight && need > 0 && limit > 0 && limit / need < n)
+	const size_t used = n < b->nitems ? n : b->nitems; /* more drive nothing */
+	if (b->opts->inflight && need > 0 && limit > 0 && limit / need < used)
 		fprintf(stderr,
 			"starpipe: warning: --inflight %zu: an item may need about %s, and %zu of them "
 			"more than the %s %s\n",
-			n, sp__human_bytes(need, nb, sizeof nb), n, sp__human_bytes(limit, lb, sizeof lb),
+			n, sp__human_bytes(need, nb, sizeof nb), used,
+			sp__human_bytes(limit, lb, sizeof lb),
 			b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
 	if (b->opts->verbose) {
 		fprintf(stderr, "[starpipe] %zu item(s) in flight%s", n,
