@@ -223,8 +223,10 @@ char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char 
  * buffer's StarPU handle before handing it back.  get returns 0 or
  * starpu_malloc's error; put accepts NULL. */
 /* (an APPLE micrograph hands back 8 buffers of 1 MiB or more, a DESI frame
- * 4: 16 keep two micrographs' worth, for items that end close together) */
-#define SP_ITEM_POOL 16
+ * 4: 32 keep four micrographs' worth, for items that end close together,
+ * as more do with 12 in flight on a GPU node; a buffer freed and allocated
+ * again there is unpinned and pinned again, ~0.65 ms per MiB each way) */
+#define SP_ITEM_POOL 32
 int sp_item_buffer_get(void **p, size_t bytes);
 void sp_item_buffer_put(void *p, size_t bytes);
 int sp__item_buffers_drain(void); /* runtime.c: frees the kept buffers; how many */
