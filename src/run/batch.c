@@ -491,25 +491,14 @@ static void batch_free(struct sp_batch *b)
  * rank's threads would otherwise hand a few ranks all the items while the
  * others wait (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at
  * 0.32 of the ideal time with 6 in flight, 0.90 with the share, 2).
- * *by_memory is set when the memory lowered the count below the batch's
- * items. */
-static size_t default_inflight(const struct sp_batch *b, int *by_memory)
+ * The memory's bound is batch_inflight()'s. */
+static size_t default_inflight(const struct sp_batch *b)
 {
 	size_t n = 2 + 10 * (size_t)sp_runtime_ncuda_workers();
 	size_t ranks = (size_t)sp_cluster_size();
 	size_t share = (b->nitems + ranks - 1) / ranks;
-	*by_memory = 0;
 	if (b->lazy_plan && share < n)
 		n = share > 1 ? share : 1;
-	const unsigned long long need = atomic_load(&b->need_max);
-	const unsigned long long limit = sp__memory_limit(b->opts);
-	if (need > 0 && limit > 0) {
-		unsigned long long fit = limit / need;
-		if (fit < n) {
-			n = fit > 1 ? (size_t)fit : 1;
-			*by_memory = n < b->nitems;
-		}
-	}
 	return n;
 }
 
@@ -517,15 +506,19 @@ static size_t default_inflight(const struct sp_batch *b, int *by_memory)
  * a warning when --inflight asks for more than the memory holds. */
 static size_t batch_inflight(const struct sp_batch *b)
 {
-	int by_memory = 0;
 	char nb[32], lb[32];
 	const unsigned long long need = atomic_load(&b->need_max);
 	const unsigned long long limit = sp__memory_limit(b->opts);
-	size_t n = b->opts->inflight ? b->opts->inflight : default_inflight(b, &by_memory);
+	/* the items the memory holds at once (no bound when unknown) */
+	const unsigned long long fit = need > 0 && limit > 0 ? limit / need : (unsigned long long)-1;
+	size_t n = b->opts->inflight ? b->opts->inflight : default_inflight(b);
+	const size_t used = n < b->nitems ? n : b->nitems; /* more drive nothing */
+	const int over = fit < used, by_memory = over && !b->opts->inflight;
+	if (by_memory)
+		n = fit > 1 ? (size_t)fit : 1;
 	if (sp_cluster_rank() != 0)
 		return n;
-	const size_t used = n < b->nitems ? n : b->nitems; /* more drive nothing */
-	if (b->opts->inflight && need > 0 && limit > 0 && limit / need < used)
+	if (over && b->opts->inflight)
 		fprintf(stderr,
 			"starpipe: warning: --inflight %zu: an item may need about %s, and %zu of them "
 			"more than the %s %s\n",
