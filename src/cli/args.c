@@ -58,7 +58,7 @@ const char cli_usage_text[] =
 	"                           nodes of one type share them in a shared --perfmodel-dir\n"
 	"                           (default: STARPU_HOSTNAME, else Slurm's partition, else\n"
 	"                           the host name); also for models and calibrate\n"
-	"      --inflight N         work items driven at once (default 2; 2 + 10 per GPU on a\n"
+	"      --inflight N         work items driven at once (default 2; 2 + 4 per GPU on a\n"
 	"                           node with GPUs; at most what the memory holds)\n"
 	"      --report FILE.json   write the run report as JSON\n"
 	"      --trace FILE.json    write a task timeline (Chrome trace format, Perfetto)\n"

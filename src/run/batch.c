@@ -479,22 +479,28 @@ static void batch_free(struct sp_batch *b)
 /* Items driven at once when --inflight is not given.  Two items keep a CPU
  * node busy (one reads or writes while the other computes).  A GPU
  * finishes an item's tasks long before its CPU-only stages (reads,
- * training, picking, writes) are done: ten more items per GPU keep it fed
- * (doc/scheduling.md section 8, SIMULATED on the H200 node: 24 APPLE
- * micrographs in 2.19 s with 12 in flight against 2.98 s with 6, 12 DESI
- * frames in 13.96 s against 14.49 s; no simulated case was slower with
- * more).  Never more than the memory holds: the items' estimates (the
- * plan's, the largest of the batch) within --memory-limit or the machine's
- * memory, at least 1 (one process, which plans every item first; an MPI
- * rank plans an item when it is handed it).  An MPI batch with few items
- * per rank takes no more than a rank's share: the first requests of every
- * rank's threads would otherwise hand a few ranks all the items while the
- * others wait (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at
- * 0.32 of the ideal time with 6 in flight, 0.90 with the share, 2).
- * The memory's bound is batch_inflight()'s. */
+ * training, picking, writes) are done: four more items per GPU (not per
+ * CUDA worker: DESI drives each GPU with 4) keep it fed.  Measured on the
+ * H200 node (doc/gpu.md, 2026-11-27): 24 APPLE micrographs in 2.17-2.28 s
+ * with 6 in flight, 2.83-3.23 s with 12, 2.36-2.44 s with 3; 12 DESI
+ * frames in 5.65-5.96 s with 6, 6.55-6.57 s with 12.  Items started
+ * together end together (their tasks interleave), and each item of the
+ * first wave pins its buffers, which CUDA serialises (~0.09 s per
+ * micrograph): more in flight delays every first output and gains no
+ * steady rate.  (The simulator had predicted the opposite: it models
+ * neither, doc/scheduling.md section 8.)  Never more than the memory
+ * holds: the items' estimates (the plan's, the largest of the batch)
+ * within --memory-limit or the machine's memory, at least 1 (one process,
+ * which plans every item first; an MPI rank plans an item when it is
+ * handed it).  An MPI batch with few items per rank takes no more than a
+ * rank's share: the first requests of every rank's threads would
+ * otherwise hand a few ranks all the items while the others wait
+ * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
+ * ideal time with 6 in flight, 0.90 with the share, 2).  The memory's
+ * bound is batch_inflight()'s. */
 static size_t default_inflight(const struct sp_batch *b)
 {
-	size_t n = 2 + 10 * (size_t)sp_runtime_ncuda_workers();
+	size_t n = 2 + 4 * (size_t)sp_runtime_ngpus();
 	size_t ranks = (size_t)sp_cluster_size();
 	size_t share = (b->nitems + ranks - 1) / ranks;
 	if (b->lazy_plan && share < n)

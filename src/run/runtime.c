@@ -288,6 +288,21 @@ int sp_runtime_uses_models(void)
 
 unsigned sp_runtime_ncuda_workers(void) { return starpu_cuda_worker_get_count(); }
 
+unsigned sp_runtime_ngpus(void)
+{
+	int ids[STARPU_NMAXWORKERS];
+	const unsigned n = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+	unsigned ndev = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const int dev = starpu_worker_get_devid(ids[i]);
+		unsigned j = 0;
+		while (j < i && starpu_worker_get_devid(ids[j]) != dev)
+			j++;
+		ndev += j == i; /* the first worker of its device */
+	}
+	return ndev;
+}
+
 
 void sp_runtime_shutdown(void)
 {

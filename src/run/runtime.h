@@ -65,6 +65,9 @@ int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 /* Number of CPU / CUDA workers of the session. */
 unsigned sp_runtime_ncpu_workers(void);
 unsigned sp_runtime_ncuda_workers(void);
+/* Number of GPUs the session's CUDA workers drive (several workers may
+ * share one: --workers-per-gpu). */
+unsigned sp_runtime_ngpus(void);
 
 /* Whether the run uses heteroprio: a task's priority is then its bucket
  * (sched_hp.h), not its stage's `priority:`. */
