@@ -485,8 +485,8 @@ static void batch_free(struct sp_batch *b)
  * with 6 in flight, 2.83-3.23 s with 12, 2.36-2.44 s with 3; 12 DESI
  * frames in 5.65-5.96 s with 6, 6.55-6.57 s with 12.  Items started
  * together end together (their tasks interleave), and each item of the
- * first wave pins its buffers, which CUDA serialises (~0.09 s per
- * micrograph): more in flight delays every first output and gains no
+ * first wave pins its buffers (~0.09 s per micrograph), apparently one
+ * item at a time: more in flight delays every first output and gained no
  * steady rate.  (The simulator had predicted the opposite: it models
  * neither, doc/scheduling.md section 8.)  Never more than the memory
  * holds: the items' estimates (the plan's, the largest of the batch)
