@@ -215,7 +215,7 @@ report:
 			sp_status_set_err(&item->status, &err);
 	}
 #else /* starpipe-sim: no codelet ran, so no output is kept; the commit's time is charged */
-	sp_sim_item_end();
+	sp_sim_item_end(b->g->pipeline);
 #endif
 	sp_outset_free(&item->out);
 	item->seconds = sp__now_s() - t0;

@@ -157,7 +157,7 @@ int sp_item_buffer_get(void **p, size_t bytes)
 	starpu_pthread_mutex_unlock(&pool_lock);
 	if (old != NULL)
 		starpu_free(old);
-	return starpu_malloc(p, bytes);
+	return sp_sim_buffer_malloc(p, bytes);
 }
 
 void sp_item_buffer_put(void *p, size_t bytes)

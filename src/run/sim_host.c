@@ -26,10 +26,13 @@ static struct {
 	long cores;
 	double host_time_scale, item_commit_s;
 	double starved_cpu, starved_host, pinned_free, pinned_alloc_gpu, starved_gpu;
+	int pinned_alloc_serial;
 	struct slowdown slow[MAXSLOW];
 	int nslow;
 	struct slowdown work[MAXSLOW]; /* host_work_s.NAME: a = seconds per call */
 	int nwork;
+	struct slowdown commit[MAXSLOW]; /* item_commit_s.PIPELINE: a = seconds */
+	int ncommit;
 	struct slowdown dflt;
 } hm = { .host_time_scale = 0, .starved_gpu = 1, .starved_cpu = 1, .starved_host = 1,
 	 .dflt = { "default", 1, 0 } };
@@ -132,6 +135,15 @@ static int parse_line(char *line, const char *path, int lineno, sp_err_t *err)
 		w->a = x;
 		return 0;
 	}
+	if (strncmp(key, "item_commit_s.", 14) == 0 && x >= 0) {
+		if (hm.ncommit == MAXSLOW)
+			return sp_seterr(err, SP_EINVAL, "%s:%d: more than %d item commits", path,
+					 lineno, MAXSLOW);
+		struct slowdown *c = &hm.commit[hm.ncommit++];
+		snprintf(c->symbol, sizeof c->symbol, "%s", key + 14);
+		c->a = x;
+		return 0;
+	}
 	if (strcmp(key, "cores") == 0 && x >= 1)
 		hm.cores = (long)x;
 	else if (strcmp(key, "host_time_scale") == 0 && x > 0)
@@ -148,6 +160,8 @@ static int parse_line(char *line, const char *path, int lineno, sp_err_t *err)
 		hm.pinned_alloc_gpu = x;
 	else if (strcmp(key, "starved_gpu_slowdown") == 0 && x > 0)
 		hm.starved_gpu = x;
+	else if (strcmp(key, "pinned_alloc_serial") == 0 && (x == 0 || x == 1))
+		hm.pinned_alloc_serial = (int)x;
 	else
 		return sp_seterr(err, SP_EINVAL, "%s:%d: unknown key or value out of range: %s", path,
 				 lineno, key);
@@ -293,10 +307,31 @@ void sp_hostwork_end(sp_hostwork_t *w)
 		starpu_sleep((float)dt);
 }
 
-void sp_sim_item_end(void)
+/* One pinned allocation at a time, when the host model says so. */
+static starpu_pthread_mutex_t pin_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+
+int sp_sim_buffer_malloc(void **p, size_t bytes)
 {
-	if (hm.loaded && hm.item_commit_s > 0)
-		starpu_sleep((float)(hm.item_commit_s * (hm.starved ? hm.starved_host : 1)));
+	if (!hm.loaded || !hm.pinned_alloc_serial || starpu_cuda_worker_get_count() == 0)
+		return starpu_malloc(p, bytes);
+	/* SimGrid's mutex: a second driver waits in simulated time while the
+	 * first one's allocation (StarPU charges its pinning) goes on */
+	starpu_pthread_mutex_lock(&pin_lock);
+	int rc = starpu_malloc(p, bytes);
+	starpu_pthread_mutex_unlock(&pin_lock);
+	return rc;
+}
+
+void sp_sim_item_end(const char *pipeline)
+{
+	if (!hm.loaded)
+		return;
+	double c = hm.item_commit_s;
+	for (int i = 0; i < hm.ncommit && pipeline != NULL; i++)
+		if (strcmp(hm.commit[i].symbol, pipeline) == 0)
+			c = hm.commit[i].a;
+	if (c > 0)
+		starpu_sleep((float)(c * (hm.starved ? hm.starved_host : 1)));
 }
 #endif /* SP_SIMGRID */
 

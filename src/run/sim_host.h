@@ -29,11 +29,15 @@
  *   `host_time_scale` when that is set (the platform's core against this
  *   one; 0, the default: not charged); each item's end charges
  *   `item_commit_s` (the outputs' fsync and rename, which the simulator
- *   skips).
+ *   skips, and the driver's own work for the item), or
+ *   `item_commit_s.PIPELINE` for the graph whose `pipeline:` is PIPELINE.
  * - Pinned memory: on a GPU node StarPU allocates main-memory replicas
  *   pinned (cudaHostAlloc; StarPU's simulator already charges the
  *   allocation, 0.65 ms per MiB), and releasing them costs the thread that
- *   unregisters: `pinned_free_s_per_GiB` (sp_data_unregister()).
+ *   unregisters: `pinned_free_s_per_GiB` (sp_data_unregister()).  With
+ *   `pinned_alloc_serial = 1` the item buffers' pinned allocations
+ *   (sp_sim_buffer_malloc()) run one at a time, as the H200 node's first
+ *   wave of items appeared to (doc/scheduling.md 8.2).
  *
  * Without the file (or in `starpipe`, where tasks really run) all of this is
  * off and a simulated task takes its model's time, as StarPU charges it.
@@ -68,8 +72,13 @@ typedef struct { double t0; const char *name; } sp_hostwork_t;
 void sp_hostwork_begin(sp_hostwork_t *w, const char *name);
 void sp_hostwork_end(sp_hostwork_t *w);
 
-/* An item's end: charges item_commit_s. */
-void sp_sim_item_end(void);
+/* An item's end: charges item_commit_s, or the pipeline's own
+ * item_commit_s.PIPELINE (the graph's `pipeline:` name) when set. */
+void sp_sim_item_end(const char *pipeline);
+
+/* starpu_malloc for an item buffer; one at a time when the host model has
+ * `pinned_alloc_serial = 1` and the platform has GPUs. */
+int sp_sim_buffer_malloc(void **p, size_t bytes);
 
 /* Unregisters h (as starpu_data_unregister); a handle StarPU allocated
  * (registered with home node -1) that has a main-memory replica charges
@@ -80,6 +89,10 @@ void sp_data_unregister(starpu_data_handle_t h);
 static inline void sp_data_unregister(starpu_data_handle_t h)
 {
 	starpu_data_unregister(h);
+}
+static inline int sp_sim_buffer_malloc(void **p, size_t bytes)
+{
+	return starpu_malloc(p, bytes);
 }
 typedef struct { int unused; } sp_hostwork_t;
 static inline void sp_hostwork_begin(sp_hostwork_t *w, const char *name)
