@@ -487,8 +487,8 @@ static void batch_free(struct sp_batch *b)
  * together end together (their tasks interleave), and each item of the
  * first wave pins its buffers (~0.09 s per micrograph), apparently one
  * item at a time: more in flight delays every first output and gained no
- * steady rate.  (The simulator had predicted the opposite: it models
- * neither, doc/scheduling.md section 8.)  Never more than the memory
+ * steady rate.  (The simulator had predicted the opposite:
+ * doc/scheduling.md section 8.2.)  Never more than the memory
  * holds: the items' estimates (the plan's, the largest of the batch)
  * within --memory-limit or the machine's memory, at least 1 (one process,
  * which plans every item first; an MPI rank plans an item when it is
