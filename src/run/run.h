@@ -8,7 +8,7 @@
 #include "graph.h"
 
 typedef struct sp_run_opts {
-	size_t inflight;   /* items driven at once; 0: 2, and 10 more per GPU worker, within the memory (2 overlaps I/O of one item with compute of another) */
+	size_t inflight;   /* items driven at once; 0: 2, and 4 more per GPU, within the memory (2 overlaps I/O of one item with compute of another) */
 	int verbose;       /* per-item lines on stderr */
 	int quiet;         /* no notices on stderr (errors still) */
 	int skip_existing; /* skip an item whose every output exists */
