@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "cluster.h"
 #include "bound.h"
 #include "fsutil.h"
@@ -62,6 +63,7 @@ static atomic_int stop_signal;
 void sp_run_interrupt(int signo)
 {
 	atomic_store(&stop_signal, signo);
+	sp_cancel_request(); /* the kernels running now return early */
 	starpu_pthread_mutex_lock(&cur_lock);
 	struct sp_batch *b = cur_batch;
 	for (size_t i = 0; b != NULL && i < b->nitems; i++)
