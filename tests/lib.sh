@@ -43,6 +43,20 @@ grep_err() {
 	fi
 }
 
+# The program's resolved path: tests find its processes by executable
+# (/proc/PID/exe), not by name.
+starpipe_exe=$(readlink -f "$STARPIPE" 2>/dev/null)
+
+# OpenBLAS's re-exec (src/cli/blas.c) runs only on CPUs that Debian's
+# OpenBLAS does not know (Intel Xeon VMs); a test that sets
+# SP_FORCE_BLAS_REEXEC=1 takes that path on every CPU with AVX2, so that
+# what it checks holds on both kinds of machine.
+force_blas_reexec() {
+	unset OPENBLAS_CORETYPE
+	STARPIPE_BLAS_CORENAME=Prescott
+	export STARPIPE_BLAS_CORENAME
+}
+
 T=$(mktemp -d "${TMPDIR:-/tmp}/starpipe-test.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 export STARPU_PERF_MODEL_DIR="${STARPU_PERF_MODEL_DIR:-$T/perfmodels}"

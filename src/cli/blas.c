@@ -1,6 +1,7 @@
 /* OpenBLAS's kernels for this CPU: a re-exec with OPENBLAS_CORETYPE when the library did not know it. */
 #define _GNU_SOURCE
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
  * speed of OPENBLAS_CORETYPE=Haswell on one core there (doc/profiling.md).
  * The choice cannot be changed in a running process (OpenBLAS reads
  * OPENBLAS_CORETYPE in its load-time constructor), so starpipe execs
- * itself once with OPENBLAS_CORETYPE=Haswell when OpenBLAS chose a generic
+ * itself once (through its resolved path, so that it keeps its name) with OPENBLAS_CORETYPE=Haswell when OpenBLAS chose a generic
  * core on a CPU with AVX2 and FMA, before anything else (MPI included).
  * A user's OPENBLAS_CORETYPE is never overridden, and the child has the
  * variable set, so it does not exec again.  STARPIPE_BLAS_CORENAME stands
@@ -61,7 +62,16 @@ void cli_blas_check(char **argv)
 	if (setenv("STARPIPE_BLAS_REEXEC", core, 1) != 0 ||
 	    setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0)
 		return;
-	execv("/proc/self/exe", argv);
+	/* The resolved path, not /proc/self/exe: the kernel names a process
+	 * after the file it executes, and ps, pgrep and job monitors must see
+	 * "starpipe", not "exe".  argv[0] is kept as the user gave it. */
+	char self[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (len > 0 && (size_t)len < sizeof self - 1) {
+		self[len] = '\0';
+		execv(self, argv);
+	}
+	execv("/proc/self/exe", argv); /* the file was moved or deleted since */
 	/* no exec: go on with the generic kernels, and say so */
 	fprintf(stderr, "starpipe: warning: OpenBLAS chose its generic '%s' kernels for this CPU "
 			"and re-running with OPENBLAS_CORETYPE=Haswell failed; set it yourself\n",
