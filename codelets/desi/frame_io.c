@@ -50,9 +50,26 @@
 #define MASK_BADREADNOISE (1u << 8)
 
 /* Wraps a CFITSIO status into err with the path and what was being done. */
+/* errno of the system call that failed a CFITSIO write: CFITSIO keeps only
+ * its own status, so a full disk or a file-size limit read "error writing
+ * to FITS file" alone.  Cleared before a file is written, read when a write
+ * status comes back. */
+static const char *write_errno_text(int status, int errnum)
+{
+	if (status != WRITE_ERROR && status != FILE_NOT_CLOSED && status != FILE_NOT_CREATED)
+		return NULL;
+	return errnum == ENOSPC || errnum == EFBIG || errnum == EDQUOT || errnum == EIO ||
+			       errnum == EROFS || errnum == EACCES
+		       ? strerror(errnum)
+		       : NULL;
+}
+
 static int fits_fail(sp_err_t *err, int code, const char *path, const char *what, int status)
 {
 	char txt[FLEN_STATUS] = "", msg[FLEN_ERRMSG] = "";
+	const char *sys = write_errno_text(status, errno);
+	if (sys != NULL)
+		return sp_seterr(err, code, "%s: %s: %s", path, what, sys);
 
 	fits_get_errstatus(status, txt);
 	fits_read_errmsg(msg);
@@ -920,6 +937,7 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	 * set's temporary (a unique, unguessable name made with O_EXCL) is
 	 * replaced in place. */
 	unlink(tmp);
+	errno = 0; /* fits_fail() names a write's system error */
 	if (fits_create_diskfile(&out, tmp, &status) != 0) {
 		out = NULL;
 		rc = fits_fail(err, SP_EIO, path, "cannot create the temporary file", status);

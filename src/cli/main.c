@@ -5,6 +5,7 @@
  * blas.c (OpenBLAS's kernels);
  * `tune` is src/tune/'s. */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@ int main(int argc, char **argv)
 	sp_diag_t d;
 	sp_err_t cerr = { 0 };
 	cli_blas_check(argv); /* first: it may exec starpipe again */
+	/* An output over the file-size limit (ulimit -f) must fail its item
+	 * with EFBIG ("File too large"), not kill the batch with SIGXFSZ. */
+	signal(SIGXFSZ, SIG_IGN);
 	sp_runtime_hwloc_env(); /* before MPI_Init loads a topology */
 	if (argc > 1 && strcmp(argv[1], "tune") == 0) {
 		/* the sweep starts runs as children and never StarPU nor MPI itself */
