@@ -113,7 +113,8 @@ static int collect_items(const struct cli *c, const sp_graph_t *g, struct items 
 	if (status == 0) {
 		char ex[1024];
 		size_t nd = sp_graph_dedupe(it->v, &it->n, ex, sizeof ex);
-		if (nd > 0 && !c->quiet)
+		/* said even under -q: items the user named are not run */
+		if (nd > 0)
 			cli_say("%zu input(s) named a file already listed (%s); each file is one item",
 				nd, ex);
 	}
@@ -124,18 +125,106 @@ static int collect_items(const struct cli *c, const sp_graph_t *g, struct items 
 	return status;
 }
 
+/* 1 when the command line named `path` as an item itself (not a glob's,
+ * a manifest's or a folder's file). */
+static int named_item(const struct cli *c, const char *path)
+{
+	for (size_t k = 0; k < c->nitems; k++)
+		if (strcmp(c->items[k], path) == 0)
+			return 1;
+	return 0;
+}
+
+/* An item that another item's outputs would replace: refused when the
+ * command line named it (the user asked for both), dropped when a glob, a
+ * manifest or a folder brought it in (a previous run's output in the
+ * input folder), and said in one line even under -q. */
+static int drop_outputs_of_batch(const struct cli *c, const sp_graph_t *g, struct items *it)
+{
+	sp_err_t err = { 0 };
+	size_t *prod = malloc((it->n ? it->n : 1) * sizeof *prod);
+	if (prod == NULL) {
+		fprintf(stderr, "starpipe: out of memory\n");
+		return 1;
+	}
+	if (sp_run_plan_inputs(g, it->v, it->n, prod, &err) != 0) {
+		free(prod);
+		cli_say("%s", err.msg);
+		return EXIT_USAGE;
+	}
+	int status = 0;
+	size_t ndrop = 0, keep = 0;
+	for (size_t i = 0; i < it->n && status == 0; i++)
+		if (prod[i] != SIZE_MAX && named_item(c, it->v[i])) {
+			cli_say("%s is an input, and %s's outputs would replace it; refused before "
+				"running (give the outputs another folder or name)",
+				it->v[i], it->v[prod[i]]);
+			status = EXIT_USAGE;
+		}
+	char ex_item[512] = "", ex_prod[512] = "";
+	for (size_t i = 0; i < it->n && status == 0; i++) {
+		if (prod[i] == SIZE_MAX) {
+			it->v[keep++] = it->v[i];
+			continue;
+		}
+		if (ndrop++ == 0) {
+			snprintf(ex_item, sizeof ex_item, "%s", it->v[i]);
+			snprintf(ex_prod, sizeof ex_prod, "%s", it->v[prod[i]]);
+		}
+		free(it->v[i]);
+	}
+	if (status == 0 && ndrop > 0) {
+		cli_say("%zu input(s) are this graph's outputs for other items (%s, of %s); not "
+			"taken as items", ndrop, ex_item, ex_prod);
+		it->n = keep;
+		if (it->n == 0) {
+			cli_say("%s: no work item left", g->file);
+			status = EXIT_NO_INPUT;
+		}
+	}
+	free(prod);
+	return status;
+}
+
+/* --report, --trace, --figures, --tasks and --journal must not replace (or
+ * append to) an input or the graph file: compared as files (device and
+ * inode), so a symlink or a hard link is caught too. */
+static int check_logs(const struct cli *c, const sp_graph_t *g, const struct items *it)
+{
+	const struct {
+		const char *opt, *path;
+	} logs[] = { { "--report", c->report }, { "--trace", c->trace }, { "--figures", c->figures },
+		     { "--tasks", c->tasks }, { "--journal", c->journal } };
+	for (size_t k = 0; k < sizeof logs / sizeof logs[0]; k++) {
+		const char *in = sp_run_path_is_input(g, it->v, it->n, logs[k].path);
+		if (in != NULL) {
+			cli_say("%s: '%s' is %s %s; refused before running", logs[k].opt,
+				logs[k].path, in == g->file ? "the graph file" : "the input",
+				in);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 /* Output collisions are refused before anything starts, over the whole
  * batch: shards of it must not collide with each other either.  --shard
  * I/K takes items round robin, so each shard gets large and small items
  * alike; items keep their index in the whole batch (${index}). */
-static int plan_batch(const struct cli *c, const sp_graph_t *g, const struct items *it,
+static int plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it,
 		      sp_run_opts_t *ro)
 {
 	sp_err_t err = { 0 };
+	int dropped = drop_outputs_of_batch(c, g, it);
+	if (dropped != 0)
+		return dropped;
 	if (sp_run_plan_check(g, it->v, it->n, &err) != 0) {
 		cli_say("%s", err.msg);
 		return EXIT_USAGE;
 	}
+	int status = check_logs(c, g, it);
+	if (status != 0)
+		return status;
 	if (c->shard_k == 0)
 		return 0;
 	size_t k = (size_t)c->shard_k, i = (size_t)c->shard_i;

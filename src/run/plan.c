@@ -183,6 +183,104 @@ int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp
 	return rc;
 }
 
+struct fileid {
+	dev_t dev;
+	ino_t ino;
+	size_t item;
+};
+
+static int cmp_fileid(const void *a, const void *b)
+{
+	const struct fileid *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return (x->item > y->item) - (x->item < y->item);
+}
+
+/* The items' files by device and inode, sorted; the items that cannot be
+ * stat()ed are left out (their read fails them later). */
+static struct fileid *item_ids(char *const *items, size_t nitems, size_t *n)
+{
+	struct fileid *id = calloc(nitems ? nitems : 1, sizeof *id);
+	struct stat sb;
+	*n = 0;
+	for (size_t i = 0; id != NULL && i < nitems; i++)
+		if (stat(items[i], &sb) == 0 && S_ISREG(sb.st_mode))
+			id[(*n)++] = (struct fileid){ sb.st_dev, sb.st_ino, i };
+	if (id != NULL)
+		qsort(id, *n, sizeof *id, cmp_fileid);
+	return id;
+}
+
+/* The first item whose file is `path` (same device and inode: symlinks and
+ * hard links included), or SIZE_MAX. */
+static size_t find_item(const struct fileid *id, size_t n, const char *path)
+{
+	struct stat sb;
+	if (path == NULL || stat(path, &sb) != 0)
+		return SIZE_MAX;
+	struct fileid key = { sb.st_dev, sb.st_ino, 0 };
+	const struct fileid *lo = id, *hi = id + n;
+	while (lo < hi) { /* lower bound: the first item of that file */
+		const struct fileid *mid = lo + (hi - lo) / 2;
+		if (cmp_fileid(mid, &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < id + n && lo->dev == key.dev && lo->ino == key.ino ? lo->item : SIZE_MAX;
+}
+
+int sp_run_plan_inputs(const sp_graph_t *g, char *const *items, size_t nitems, size_t *producer,
+		       sp_err_t *err)
+{
+	size_t nid;
+	struct fileid *id = item_ids(items, nitems, &nid);
+	int rc = 0;
+	if (id == NULL)
+		return sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+	for (size_t i = 0; i < nitems; i++)
+		producer[i] = SIZE_MAX;
+	for (size_t i = 0; rc == 0 && i < nitems; i++) {
+		char **outs = NULL;
+		size_t nouts = 0;
+		if (sp__plan_outputs(g, items[i], i, &outs, &nouts) != 0) {
+			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+			break;
+		}
+		for (size_t o = 0; o < nouts; o++) {
+			size_t k = find_item(id, nid, outs[o]);
+			if (k == i) {
+				rc = sp_seterr(err, SP_EINVAL, "%s: its output '%s' is the input itself; "
+							       "refused before running", items[i], outs[o]);
+				break;
+			}
+			if (k != SIZE_MAX && producer[k] == SIZE_MAX)
+				producer[k] = i;
+		}
+		sp__free_strv(outs, nouts);
+	}
+	free(id);
+	return rc;
+}
+
+const char *sp_run_path_is_input(const sp_graph_t *g, char *const *items, size_t nitems,
+				 const char *path)
+{
+	struct stat sb, gb;
+	if (path == NULL || stat(path, &sb) != 0)
+		return NULL;
+	if (g->file != NULL && stat(g->file, &gb) == 0 && gb.st_dev == sb.st_dev &&
+	    gb.st_ino == sb.st_ino)
+		return g->file;
+	for (size_t i = 0; i < nitems; i++)
+		if (stat(items[i], &gb) == 0 && gb.st_dev == sb.st_dev && gb.st_ino == sb.st_ino)
+			return items[i];
+	return NULL;
+}
+
 unsigned long long sp_run_machine_memory(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

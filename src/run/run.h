@@ -43,6 +43,20 @@ typedef struct sp_run_result {
  * same file (SP_EINVAL, both inputs named in err).  Needs no StarPU. */
 int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp_err_t *err);
 
+/* Inputs that are outputs: for each item, producer[i] is the index of
+ * another item of the batch that would write the file items[i] (same
+ * device and inode, so symlinks and hard links count), or SIZE_MAX.  An item
+ * whose own output is its input is refused (SP_EINVAL, err names it).
+ * Needs no StarPU. */
+int sp_run_plan_inputs(const sp_graph_t *g, char *const *items, size_t nitems, size_t *producer,
+		       sp_err_t *err);
+
+/* The graph file or the item that `path` is (same device and inode), or
+ * NULL when it is neither or does not exist: a log the run would write
+ * (--report, --journal...) must not replace an input. */
+const char *sp_run_path_is_input(const sp_graph_t *g, char *const *items, size_t nitems,
+				 const char *path);
+
 /* Runs every item through the graph's stages.  A failing item is reported on
  * stderr as "starpipe: ITEM: reason" and the batch goes on; an item's
  * outputs are committed together when it succeeds (fsutil.h output sets).
