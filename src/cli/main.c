@@ -26,6 +26,13 @@ int main(int argc, char **argv)
 	sp_graph_t *g = NULL;
 	sp_diag_t d;
 	sp_err_t cerr = { 0 };
+	/* Under an address-space limit too low to start, OpenBLAS's load-time
+	 * threads spin retrying their buffers: refuse at once (_exit: exit()
+	 * would wait for them). */
+	if (sp_runtime_check_address_space(0, &cerr) != 0) {
+		fprintf(stderr, "starpipe: %s\n", cerr.msg);
+		_exit(EXIT_RUNTIME);
+	}
 	cli_blas_check(argv); /* first: it may exec starpipe again */
 	/* An output over the file-size limit (ulimit -f) must fail its item
 	 * with EFBIG ("File too large"), not kill the batch with SIGXFSZ. */

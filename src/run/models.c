@@ -27,7 +27,19 @@ static int default_dir(char *buf, size_t len)
 	const char *xdg = getenv("XDG_CACHE_HOME");
 	const char *home = getenv("HOME");
 	const char *tmp = getenv("TMPDIR");
+	const char *pm = getenv("STARPU_PERF_MODEL_DIR");
+	const char *sphome = getenv("STARPU_HOME");
 
+	/* StarPU's own variables first, as StarPU reads them: a site that
+	 * sets them for every StarPU program gets one folder of models. */
+	if (pm != NULL && pm[0] != '\0') {
+		snprintf(buf, len, "%s", pm);
+		return 0;
+	}
+	if (sphome != NULL && sphome[0] != '\0') {
+		snprintf(buf, len, "%s/.starpu/sampling", sphome);
+		return 0;
+	}
 	if (xdg != NULL && xdg[0] == '/') {
 		snprintf(buf, len, "%s/starpipe/perfmodels", xdg);
 		return 0;

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,6 +71,60 @@ void sp_runtime_hwloc_env(void)
 	setenv("HWLOC_COMPONENTS", "-gl", 0);
 }
 
+/*
+ * The address-space limit (ulimit -v).  Below a floor the process cannot
+ * start: OpenBLAS's load-time threads each reserve a 128 MiB buffer and,
+ * when the reservation fails, retry it for ever (a thread at 100 % that
+ * exit() then waits for), and StarPU aborts on a thread it cannot create.
+ * So the limit is checked twice, and the run refused (exit 4) with the
+ * floor named: at program start against what loading takes (the
+ * program's mappings, OpenBLAS's pool), exiting at once, before those
+ * threads are waited for; before StarPU starts, against that plus, per
+ * thread, a stack and a malloc arena's reservation.  Starting one or two
+ * workers under OPENBLAS_NUM_THREADS=1 failed at random between 260 and 290
+ * MiB, and always below.
+ */
+#define SP_AS_BASE_MIB 384
+#define SP_AS_BLAS_THREAD_MIB 136
+#define SP_AS_THREAD_MIB 32
+
+int openblas_get_num_threads(void);
+
+unsigned long sp_runtime_min_address_space_mib(int nthreads)
+{
+	static int pool; /* OpenBLAS's load-time pool, before set_num_threads(1) */
+	if (pool == 0)
+		pool = openblas_get_num_threads() > 0 ? openblas_get_num_threads() : 1;
+	return SP_AS_BASE_MIB + SP_AS_BLAS_THREAD_MIB * (unsigned long)(pool - 1) +
+	       SP_AS_THREAD_MIB * (unsigned long)(nthreads > 0 ? nthreads : 0);
+}
+
+int sp_runtime_check_address_space(int nthreads, sp_err_t *err)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	unsigned long need = sp_runtime_min_address_space_mib(nthreads);
+	unsigned long have = (unsigned long)(rl.rlim_cur >> 20);
+	if (have >= need)
+		return 0;
+	return sp_seterr(err, SP_ENOMEM,
+			 "the address-space limit (ulimit -v) is %lu MiB; starpipe needs at least %lu "
+			 "MiB here%s (raise the limit%s)",
+			 have, need, nthreads > 0 ? " with these workers" : "",
+			 nthreads > 0 ? ", or ask for fewer workers with --ncpus" : "");
+}
+
+static int check_address_space(const sp_runtime_conf_t *c, sp_err_t *err)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = c->ncpus >= 0 ? c->ncpus : cores > 0 ? (int)cores : 1;
+	if (c->ncuda > 0)
+		threads += c->ncuda * (c->workers_per_gpu > 0 ? c->workers_per_gpu : 1);
+	threads += 4; /* the item drivers, the signal thread, StarPU's own */
+	return sp_runtime_check_address_space(threads, err);
+}
+
 int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 {
 	struct starpu_conf conf;
@@ -77,6 +132,8 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	char num[32];
 	int ret;
 
+	if ((ret = check_address_space(c, err)) != 0)
+		return ret;
 	if (starpu_conf_init(&conf) != 0)
 		return sp_seterr(err, SP_ESTARPU, "starpu_conf_init failed");
 

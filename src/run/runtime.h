@@ -65,6 +65,14 @@ int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 /* Number of CPU / CUDA workers of the session. */
 unsigned sp_runtime_ncpu_workers(void);
 unsigned sp_runtime_ncuda_workers(void);
+
+/* The least address space (MiB, for ulimit -v) that starpipe needs with
+ * `nthreads` threads besides those OpenBLAS starts when loaded (0: loading
+ * alone); sp_runtime_check_address_space() says whether the limit allows
+ * it (0) or not (SP_ENOMEM, err naming both figures).  sp_runtime_init()
+ * checks it for its workers. */
+unsigned long sp_runtime_min_address_space_mib(int nthreads);
+int sp_runtime_check_address_space(int nthreads, sp_err_t *err);
 /* Number of GPUs the session's CUDA workers drive (several workers may
  * share one: --workers-per-gpu). */
 unsigned sp_runtime_ngpus(void);
