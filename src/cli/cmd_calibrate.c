@@ -97,6 +97,8 @@ static void show_log(const char *log)
 	int n = 0;
 	FILE *f = fopen(log, "r");
 	while (f != NULL && n < 12 && fgets(line, sizeof line, f) != NULL) {
+		if (strncmp(line, "[starpu]", 8) == 0)
+			continue; /* StarPU's notes (kept for count_flushes) */
 		fprintf(stderr, "  %s%s", line, strchr(line, '\n') ? "" : "\n");
 		n++;
 	}
@@ -154,7 +156,40 @@ struct calib {
 	size_t nfirst, nprev, nnow;
 	unsigned min;
 	unsigned char *touched; /* per row of `now`: it gained samples in this session */
+	unsigned flushed[256];  /* per codelet of `syms`: StarPU flushed its history */
 };
+
+/* Counts, per codelet, StarPU's "Too big deviation for model SYM on ARCH
+ * ... flushing the performance model" in a run's log: it empties a
+ * footprint's history when as many of its measurements fell more than
+ * STARPU_HISTORY_MAX_ERROR from the mean as it has samples. */
+static void count_flushes(struct calib *c, const char *log)
+{
+	static const char tag[] = "Too big deviation for model ";
+	char line[2048];
+	FILE *f = fopen(log, "r");
+	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+		const char *p = strstr(line, tag);
+		if (p == NULL)
+			continue;
+		p += sizeof tag - 1;
+		size_t len = strcspn(p, " ");
+		for (size_t i = 0; i < c->nsyms && i < sizeof c->flushed / sizeof c->flushed[0]; i++)
+			if (strlen(c->syms[i]) == len && strncmp(c->syms[i], p, len) == 0)
+				c->flushed[i]++;
+	}
+	if (f != NULL)
+		fclose(f);
+}
+
+/* How many times StarPU flushed codelet sym's history in this session. */
+static unsigned flushes(const struct calib *c, const char *sym)
+{
+	for (size_t i = 0; i < c->nsyms && i < sizeof c->flushed / sizeof c->flushed[0]; i++)
+		if (strcmp(c->syms[i], sym) == 0)
+			return c->flushed[i];
+	return 0;
+}
 
 /* Reads the models into c->now, remembering which rows moved; 0 or the error said. */
 static int read_rows(struct calib *c)
@@ -248,6 +283,13 @@ static size_t summary(const struct calib *c, long max, int out_of_runs, long ncu
 		} else if (r->nsample >= c->min) {
 			why = "calibrated";
 			nok++;
+		} else if (c->touched[i] && flushes(c, r->symbol) > 0) {
+			const char *mx = getenv("STARPU_HISTORY_MAX_ERROR");
+			snprintf(buf, sizeof buf, "SHORT: StarPU flushed its samples %u time(s): its "
+				 "times vary more than STARPU_HISTORY_MAX_ERROR=%s %% allows",
+				 flushes(c, r->symbol), mx != NULL ? mx : "50");
+			why = buf;
+			bad = 1;
 		} else if (c->touched[i]) {
 			if (out_of_runs)
 				snprintf(buf, sizeof buf, "SHORT: out of runs (--max-runs %ld; more items "
@@ -335,6 +377,15 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 	from = sp_runtime_node_type(cl->node_type, nt, sizeof nt);
 	/* the children name it as we read it */
 	setenv("STARPU_HOSTNAME", nt, 1);
+	/* StarPU flushes a footprint's samples when as many measurements fell
+	 * more than STARPU_HISTORY_MAX_ERROR (50 %) from the mean as it holds:
+	 * an I/O codelet, whose time follows the page cache, then never
+	 * reaches the threshold (samples 0, 1, 0, 1...).  Calibration collects
+	 * samples, so it tolerates a wide spread unless the user chose one;
+	 * StarPU's messages are kept in the runs' logs, where its flushes are
+	 * counted. */
+	setenv("STARPU_HISTORY_MAX_ERROR", "1000", 0);
+	setenv("STARPU_SILENT", "0", 1);
 	snprintf(scratch, sizeof scratch, "%s/starpipe-calibrate.XXXXXX",
 		 tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	if (mkdtemp(scratch) == NULL) {
@@ -411,6 +462,7 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 			break;
 		}
 		ncuda = cuda_workers(figures);
+		count_flushes(&c, log);
 		cargv[calarg] = "1"; /* --calibrate 2 starts afresh once */
 		if (read_rows(&c) != 0) {
 			status = EXIT_ITEMS_FAILED;
