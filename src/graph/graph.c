@@ -272,6 +272,28 @@ static void add_value(sbuf_t *b, const char *v, int *builtin)
 	}
 }
 
+/* The first `${NAME}` of a variable's value that is not a builtin (a value
+ * is not expanded, so `${HOME}` would name a folder "${HOME}"): its
+ * length and *at its start, or 0. */
+static size_t stray_ref(const char *v, const char **at)
+{
+	for (; *v != '\0'; v++) {
+		if (v[0] == '$' && v[1] == '$') {
+			v++;
+			continue;
+		}
+		if (v[0] != '$' || v[1] != '{')
+			continue;
+		const char *end = strchr(v, '}');
+		if (end == NULL || !sp__graph_is_builtin(v + 2, (size_t)(end - v - 2))) {
+			*at = v;
+			return end != NULL ? (size_t)(end - v + 1) : strlen(v);
+		}
+		v = end;
+	}
+	return 0;
+}
+
 /* Removes the `$$` escapes of a text that holds no builtin. */
 static void unescape(char *s)
 {
@@ -359,6 +381,16 @@ static char *subst_text(ctx_t *c, const char *src, sp_loc_t loc, int *builtin)
 				    clip(c, c->vars[i].name), clip(c, c->vars[i].name));
 			bad = 1;
 		} else {
+			const char *at;
+			size_t n = stray_ref(c->vars[i].value, &at);
+			if (n > 0) {
+				sp_diag_add(c->d, loc,
+					    "variable '%s' holds '%.*s', which is not expanded (a value "
+					    "may use only ${item}, ${stem} and ${index}; let the shell expand "
+					    "environment variables, or write '$$' for a literal '$')",
+					    clip(c, c->vars[i].name), (int)(n < 64 ? n : 64), at);
+				bad = 1;
+			}
 			add_value(&b, c->vars[i].value, builtin);
 		}
 	}
@@ -1335,8 +1367,19 @@ int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph
 		sp_diag_add(diag, none, "cannot open: %s", sp__open_reason(path, &oerr));
 		return oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO;
 	}
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+	/* A graph file is a page or two of text; a huge one (a data file given
+	 * by mistake) would take the parser's memory many times over (a 200 MB
+	 * file aborted under ulimit -v 1G): refused past SP_GRAPH_MAX_BYTES. */
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		if (b.len + n > SP_GRAPH_MAX_BYTES) {
+			fclose(f);
+			free(b.s);
+			sp_diag_add(diag, none, "the file is over %d MiB; a graph file is a few kB of "
+						"YAML (is this the right file?)", SP_GRAPH_MAX_BYTES >> 20);
+			return SP_EIO;
+		}
 		sp__sb_addn(&b, chunk, n);
+	}
 	if (ferror(f)) {
 		int e = errno;
 

@@ -95,6 +95,9 @@ typedef struct sp_graph {
 	size_t nvars;
 } sp_graph_t;
 
+/* The largest graph file sp_graph_load() reads (bytes). */
+#define SP_GRAPH_MAX_BYTES (4 << 20)
+
 /* Loads and validates `path`.  vars are the command line's --set values (a
  * name not declared in `params:` is an error).  On success returns 0 and
  * *out; otherwise SP_EGRAPH (or SP_ENOENT/SP_EIO when the file cannot be

@@ -3,6 +3,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -143,8 +144,20 @@ int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *
 		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
 	if ((rc = sp_make_parent(path, err)) != 0)
 		return rc;
-	if (snprintf(name, sizeof name, "%s/.%s%s%s.%ld.XXXXXX", dir, base, tmp_tag, host_name(),
-		     (long)getpid()) >= (int)sizeof name)
+	/* The temporary's name must fit NAME_MAX like the output's: the
+	 * output's name is cut (at a character's start) to leave room for the
+	 * tag, which alone identifies a temporary (sp_outset_clean_stale_dir). */
+	char suffix[160];
+	int sl = snprintf(suffix, sizeof suffix, "%s%s.%ld.XXXXXX", tmp_tag, host_name(), (long)getpid());
+	if (sl < 0 || sl >= (int)sizeof suffix)
+		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
+	size_t keep = strlen(base), room = NAME_MAX - 1 - (size_t)sl;
+	if (keep > room) {
+		keep = room;
+		while (keep > 0 && ((unsigned char)base[keep] & 0xC0) == 0x80)
+			keep--; /* not inside a UTF-8 character */
+	}
+	if (snprintf(name, sizeof name, "%s/.%.*s%s", dir, (int)keep, base, suffix) >= (int)sizeof name)
 		return sp_seterr(err, SP_EINVAL, "%s: path too long", path);
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 4;
