@@ -2,13 +2,16 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "fsutil.h"
 #include "run.h"
 
 
@@ -48,12 +51,51 @@ static int install_stop_signals(void)
 	return 0;
 }
 
+/* How long the items in flight get to end after a stop signal (seconds,
+ * STARPIPE_STOP_GRACE_S, default 1.5, so that a
+ * stop signal ends a run within 2 s): long kernels poll the stop request
+ * (cancel.h), so they end well within it; a task that does not (a library
+ * call that cannot be interrupted) must not keep the batch alive past it. */
+static int grace_ms(void)
+{
+	const char *e = getenv("STARPIPE_STOP_GRACE_S");
+	char *end;
+	double s = e != NULL ? strtod(e, &end) : 1.5;
+	if (e != NULL && (end == e || *end != '\0' || !(s > 0) || s > 86400))
+		s = 1.5;
+	return (int)(s * 1000);
+}
+
+/* Exits now: every temporary removed (no final name is touched, no output
+ * set is left half renamed), no exit handler run (they would wait for the
+ * workers). */
+static void exit_now(int sig, const char *why)
+{
+	char msg[200];
+	int len = snprintf(msg, sizeof msg, "starpipe: %s: exiting now\n", why);
+	(void)!write(STDERR_FILENO, msg, (size_t)len);
+	sp_outset_remove_live();
+	_exit(sig == SIGINT || sig == SIGTERM ? 128 + sig : EXIT_INTERRUPTED);
+}
+
 static void *signal_main(void *arg)
 {
 	(void)arg;
-	int n = 0;
+	int n = 0, first = 0;
 	for (;;) {
 		unsigned char b;
+		if (n > 0) {
+			struct pollfd pf = { .fd = sig_pipe[0], .events = POLLIN };
+			int r = poll(&pf, 1, grace_ms());
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r == 0) {
+				char why[120];
+				snprintf(why, sizeof why, "SIG%s: items still running %.1f s after it",
+					 sigabbrev_np(first), grace_ms() / 1000.0);
+				exit_now(first, why);
+			}
+		}
 		ssize_t got = read(sig_pipe[0], &b, 1);
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -61,6 +103,7 @@ static void *signal_main(void *arg)
 			return NULL;
 		int sig = b;
 		if (++n == 1) {
+			first = sig;
 			char msg[160];
 			int len = snprintf(msg, sizeof msg,
 					   "starpipe: SIG%s: no new item; cancelling the items in flight "
@@ -68,9 +111,7 @@ static void *signal_main(void *arg)
 			(void)!write(STDERR_FILENO, msg, (size_t)len);
 			sp_run_interrupt(sig);
 		} else {
-			static const char msg[] = "starpipe: second signal: exiting now\n";
-			(void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-			_exit(sig == SIGINT || sig == SIGTERM ? 128 + sig : EXIT_INTERRUPTED);
+			exit_now(sig, "second signal");
 		}
 	}
 	return NULL;

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,51 @@ int sp_output_check(const char *path, sp_err_t *err)
 	return 0;
 }
 
+/* Every live temporary of the process, for a stop that cannot wait for its
+ * items (sp_outset_remove_live).  The lock is also held across an output
+ * set's renames, so that such a stop never falls between two of them. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char **live;
+static size_t nlive, live_cap;
+
+static int live_add(const char *t)
+{
+	int rc = 0;
+	pthread_mutex_lock(&live_lock);
+	if (nlive == live_cap) {
+		size_t cap = live_cap ? 2 * live_cap : 64;
+		const char **v = realloc(live, cap * sizeof *v);
+		if (v == NULL)
+			rc = -1;
+		else {
+			live = v;
+			live_cap = cap;
+		}
+	}
+	if (rc == 0)
+		live[nlive++] = t;
+	pthread_mutex_unlock(&live_lock);
+	return rc;
+}
+
+/* Forgets t; the caller holds live_lock. */
+static void live_del_locked(const char *t)
+{
+	for (size_t i = 0; i < nlive; i++)
+		if (live[i] == t) {
+			live[i] = live[--nlive];
+			return;
+		}
+}
+
+void sp_outset_remove_live(void)
+{
+	pthread_mutex_lock(&live_lock); /* kept: the process exits next */
+	for (size_t i = 0; i < nlive; i++)
+		unlink(live[i]);
+	nlive = 0;
+}
+
 int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *err)
 {
 	char dir[4096], base[1024], name[4096];
@@ -183,6 +229,12 @@ int sp_outset_add(sp_outset_t *s, const char *path, const char **tmp, sp_err_t *
 	}
 	fchmod(fd, 0666 & ~current_umask());
 	close(fd);
+	if (live_add(t) != 0) {
+		unlink(t);
+		free(p);
+		free(t);
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	}
 	s->f[s->n].path = p;
 	s->f[s->n].tmp = t;
 	s->n++;
@@ -214,18 +266,22 @@ int sp_outset_commit(sp_outset_t *s, sp_err_t *err)
 			return sp_seterr(err, SP_EIO, "%s: cannot sync the temporary file: %s",
 					 s->f[i].path, strerror(e));
 		}
+	pthread_mutex_lock(&live_lock);
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->f[i].tmp == NULL)
 			continue;
 		if (rename(s->f[i].tmp, s->f[i].path) != 0) {
 			int e = errno;
+			pthread_mutex_unlock(&live_lock);
 			sp_outset_abort(s);
 			return sp_seterr(err, SP_EIO, "%s: cannot rename into place: %s",
 					 s->f[i].path, strerror(e));
 		}
+		live_del_locked(s->f[i].tmp);
 		free(s->f[i].tmp);
 		s->f[i].tmp = NULL;
 	}
+	pthread_mutex_unlock(&live_lock);
 	for (size_t i = 0; i < s->n; i++) {
 		char dir[4096], base[1024];
 		if (sp_split_path(s->f[i].path, dir, sizeof dir, base, sizeof base) == 0)
@@ -236,12 +292,15 @@ int sp_outset_commit(sp_outset_t *s, sp_err_t *err)
 
 void sp_outset_abort(sp_outset_t *s)
 {
+	pthread_mutex_lock(&live_lock);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->f[i].tmp != NULL) {
 			unlink(s->f[i].tmp);
+			live_del_locked(s->f[i].tmp);
 			free(s->f[i].tmp);
 			s->f[i].tmp = NULL;
 		}
+	pthread_mutex_unlock(&live_lock);
 }
 
 void sp_outset_free(sp_outset_t *s)

@@ -56,6 +56,12 @@ void sp_outset_abort(sp_outset_t *s);
 /* sp_outset_abort(), then frees the set's memory (the set can be reused). */
 void sp_outset_free(sp_outset_t *s);
 
+/* Removes every temporary of every output set of the process, after any
+ * commit in progress has renamed all its files, and keeps every set from
+ * committing afterwards: for a process about to _exit() (a stop that cannot
+ * wait for its items). */
+void sp_outset_remove_live(void);
+
 /* Removes the temporaries that dead starpipe processes of this host left in
  * the folder `dir` (one scan of it).  Returns how many were removed. */
 size_t sp_outset_clean_stale_dir(const char *dir);
