@@ -506,8 +506,8 @@ static int copy_header(fitsfile *in, fitsfile *out, int *status)
 
 /*
  * fits_write_chksum() without the time.  CFITSIO's own puts the write time
- * in the comments ("HDU checksum updated 2024-05-01T12:00:00"), so two runs
- * a second apart give different bytes, and a re-run (after a kill -9, a
+ * in the comments ("HDU checksum updated 2024-05-01T12:00:00": date-ok), so
+ * two runs a second apart give different bytes, and a re-run (after a kill -9, a
  * --skip-existing that recomputes) never reproduces a file.  Here the
  * comments are fixed, and the values are computed as CFITSIO computes them
  * (fits_update_chksum's steps): fits_verify_chksum() still passes.

@@ -78,12 +78,10 @@ static void triplets_free(sp_value_t *v)
 
 /* Chunks: on CPU workers 8 per worker, enough for the schedulers to
  * balance, few enough that each task lasts milliseconds.  Where the stage
- * may use CUDA workers and the session has some, 4 per CUDA worker
- * instead: on the H200 node (2026-11-24, doc/gpu.md) N = 1000 in 128 chunks
- * (8 per worker of 15 CPUs + 1 GPU) gave 1920 product tasks of 22 us of
- * GPU each; the GPU was busy 0.065 s of the item's 0.54 s, so each task
- * cost ~0.25 ms of wall in the runtime, and the CPU workers took none (a
- * GPU does a chunk ~200x faster than a core: 4.5 ms against 22 us). */
+ * may use CUDA workers and the runtime has some, 4 per CUDA worker
+ * instead: a GPU does a chunk some 200x faster than a core, so with 8 per
+ * worker its tasks last microseconds, the runtime's cost per task
+ * dominates the item, and the CPU workers take none (doc/jsync.md). */
 #define JSYNC_CHUNKS_PER_WORKER 8
 #define JSYNC_CHUNKS_PER_CUDA_WORKER 4
 #define JSYNC_MIN_CHUNK_TRIPLETS (1 << 16)

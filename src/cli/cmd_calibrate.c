@@ -155,7 +155,7 @@ struct calib {
 	sp_model_row_t *first, *prev, *now;
 	size_t nfirst, nprev, nnow;
 	unsigned min;
-	unsigned char *touched; /* per row of `now`: it gained samples in this session */
+	unsigned char *touched; /* per row of `now`: it gained samples in these runs */
 	unsigned flushed[256];  /* per codelet of `syms`: StarPU flushed its history */
 };
 
@@ -182,7 +182,7 @@ static void count_flushes(struct calib *c, const char *log)
 		fclose(f);
 }
 
-/* How many times StarPU flushed codelet sym's history in this session. */
+/* How many times StarPU flushed codelet sym's history in these runs. */
 static unsigned flushes(const struct calib *c, const char *sym)
 {
 	for (size_t i = 0; i < c->nsyms && i < sizeof c->flushed / sizeof c->flushed[0]; i++)
@@ -221,7 +221,7 @@ static int read_rows(struct calib *c)
 	return 0;
 }
 
-/* Whether codelet `sym`'s footprint fp got samples this session on some worker type. */
+/* Whether codelet `sym`'s footprint fp got samples in these runs on some worker type. */
 static int footprint_touched(const struct calib *c, const char *sym, uint32_t fp)
 {
 	for (size_t i = 0; i < c->nnow; i++)
@@ -231,7 +231,7 @@ static int footprint_touched(const struct calib *c, const char *sym, uint32_t fp
 }
 
 /* The last run's progress: the rows under the threshold, how many of them
- * gained samples in it, and how many in this session. */
+ * gained samples in it, and how many in these runs. */
 static void progress(const struct calib *c, size_t *nrows, size_t *nshort, size_t *nmoving,
 		     size_t *nlive, const sp_model_row_t **fewest)
 {

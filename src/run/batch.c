@@ -482,23 +482,18 @@ static void batch_free(struct sp_batch *b)
  * node busy (one reads or writes while the other computes).  A GPU
  * finishes an item's tasks long before its CPU-only stages (reads,
  * training, picking, writes) are done: four more items per GPU (not per
- * CUDA worker: DESI drives each GPU with 4) keep it fed.  Measured on the
- * H200 node (doc/gpu.md, 2026-11-27): 24 APPLE micrographs in 2.17-2.28 s
- * with 6 in flight, 2.83-3.23 s with 12, 2.36-2.44 s with 3; 12 DESI
- * frames in 5.65-5.96 s with 6, 6.55-6.57 s with 12.  Items started
- * together end together (their tasks interleave), and each item of the
- * first wave pins its buffers (~0.09 s per micrograph), apparently one
- * item at a time: more in flight delays every first output and gained no
- * steady rate.  (The simulator had predicted the opposite:
- * doc/scheduling.md section 8.2.)  Never more than the memory
+ * CUDA worker: DESI drives each GPU with 4) keep it fed.  More do not help:
+ * items started together end together (their tasks interleave), and each
+ * item of the first wave pins its buffers, one item at a time, so more in
+ * flight delay every first output and gain no steady rate (measured on an
+ * H200 node: doc/scheduling.md section 8.2).  Never more than the memory
  * holds: the items' estimates (the plan's, the largest of the batch)
  * within --memory-limit or the machine's memory, at least 1 (one process,
  * which plans every item first; an MPI rank plans an item when it is
  * handed it).  An MPI batch with few items per rank takes no more than a
  * rank's share: the first requests of every rank's threads would
  * otherwise hand a few ranks all the items while the others wait
- * (bench/dispatch-sim, SIMULATED: 1,000 frames on 512 nodes at 0.32 of the
- * ideal time with 6 in flight, 0.90 with the share, 2).  The memory's
+ * (bench/dispatch-sim, doc/cluster.md).  The memory's
  * bound is batch_inflight()'s. */
 static size_t default_inflight(const struct sp_batch *b)
 {

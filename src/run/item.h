@@ -74,7 +74,7 @@ sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage,
  * which wakes a starpu_data_acquire() on it, before the task's callback
  * runs, and the callback may still read cl_arg (the bound figures ask the
  * performance model, whose footprint function reads it: a use after free
- * that ASan caught in a J-sync sweep, 2026-11-27). */
+ * that ASan caught in a J-sync sweep). */
 void sp_taskctx_quiesce(sp_taskctx_t *ctx);
 
 /*

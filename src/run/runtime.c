@@ -63,9 +63,7 @@ void sp_runtime_hwloc_env(void)
 {
 	/* hwloc's "gl" component (libhwloc-plugins, which Debian's CUDA
 	 * toolkit pulls in) looks for GPUs by opening X displays :0, :1, ...;
-	 * on a node without an X server that took 5 s per start (a 10-image
-	 * J-sync run: 5.1 s against 0.1 s without it, CI's CUDA chroot,
-	 * 2026-11-27).  StarPU finds GPUs through CUDA and PCI, not GL.  A
+	 * on a node without an X server that takes seconds per start.  StarPU finds GPUs through CUDA and PCI, not GL.  A
 	 * user's HWLOC_COMPONENTS is kept.  hwloc reads the variable at each
 	 * topology load. */
 	setenv("HWLOC_COMPONENTS", "-gl", 0);
