@@ -96,7 +96,7 @@ typedef struct sp_graph {
 } sp_graph_t;
 
 /* The largest graph file sp_graph_load() reads (bytes). */
-#define SP_GRAPH_MAX_BYTES (4 << 20)
+#define SP_GRAPH_MAX_BYTES (16 << 20)
 
 /* Loads and validates `path`.  vars are the command line's --set values (a
  * name not declared in `params:` is an error).  On success returns 0 and
