@@ -90,10 +90,13 @@ static void image_free(sp_value_t *v)
 	free(im);
 }
 
-/* The whole extraction of a frame, from the image's size: DESI_BYTES_PER_PIXEL
- * was measured as peak resident memory over pixels on a full simulated r
- * frame (doc/reliability.md), with a margin. */
-#define DESI_BYTES_PER_PIXEL 40.0
+/* What of the extraction follows the image's size (the image, its inverse
+ * variances, the reading): DESI_BYTES_PER_PIXEL is the peak resident memory
+ * of a full simulated r frame less the buffers the parameters grow, which
+ * desi.spots and desi.patch estimate (spot slots, frame, Legendre sums,
+ * normal equations, work buffers: 294 MB at the defaults on 2 workers),
+ * over its pixels, with a margin (doc/reliability.md). */
+#define DESI_BYTES_PER_PIXEL 24.0
 static int image_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
 			  sp_err_t *err)
 {
