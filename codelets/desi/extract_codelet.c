@@ -1164,10 +1164,16 @@ static const sp_param_spec_t spots_params[] = {
 	  SPOT(specmin) },
 	{ "nspec", SP_PT_INT, "500", 1, 10000, NULL, "number of spectra", SPOT(nspec) },
 	{ "bundlesize", SP_PT_INT, "25", 1, 1000, NULL, "fibres per bundle", SPOT(bundlesize) },
-	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL, "subbundles per bundle", SPOT(nsubbundles) },
-	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL, "core wavelengths per patch", SPOT(nwavestep) },
-	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL, "padding wavelengths each side (before wavepad_frac)",
-	  SPOT(wavepad) },
+	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL,
+	  "subbundles per bundle (a patch's fibres: a subbundle and a neighbour each side)",
+	  SPOT(nsubbundles) },
+	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL,
+	  "core wavelengths per patch; a patch, fibres x (nwavestep + 2 padding), is bounded to "
+	  "about 1 s of decorrelation on one core and 4096 unknowns: at most 500 with 7 fibres a "
+	  "patch, else the item fails naming it (doc/desi.md)", SPOT(nwavestep) },
+	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL,
+	  "padding wavelengths each side (before wavepad_frac); they count in the patch's bound "
+	  "(nwavestep)", SPOT(wavepad) },
 	{ "wavepad_frac", SP_PT_FLOAT, "0.2", 0, 10, NULL, "extra padding as a fraction of wavepad",
 	  SPOT(wavepad_frac) },
 	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window",
