@@ -120,7 +120,9 @@ struct triplets_params {
 	unsigned long long memory_budget;
 };
 
-/* The 2-bit triplet choices, when they are stored. */
+/* The 2-bit triplet choices, when they are stored, and per chunk its bounds,
+ * argument and handle (a tile: of up to P chunks; the power stage copies
+ * the arguments). */
 static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
 			     sp_err_t *err)
 {
@@ -131,6 +133,11 @@ static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate
 	size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
 	if (tp->store == STORE_STORE || (tp->store == STORE_AUTO && bytes <= tp->memory_budget))
 		e->bytes += bytes;
+	double chunks = st->tile > 0 ? (double)st->tile : (double)auto_chunks(N, st->where);
+	if (chunks > (double)jsync_npairs(N))
+		chunks = (double)jsync_npairs(N);
+	e->bytes += (unsigned long long)(chunks * (sizeof(int64_t) + 2 * sizeof(jsync_chunk_arg_t) +
+						   sizeof(starpu_data_handle_t)));
 	return 0;
 }
 
