@@ -123,7 +123,7 @@ static double patch_flops(int nf, long long m, int core_f0, int cnf)
 /* Whether a patch of nf fibres x m wavelengths is within the limits. */
 static int patch_fits(int nf, long long m, int core_f0, int cnf)
 {
-	return (long long)nf * m <= DESI_PATCH_MAX_UNKNOWNS &&
+	return (long long)nf * m <= DESI_PATCH_MAX_UNKNOWNS && m <= DESI_PATCH_MAX_WAVES &&
 	       patch_flops(nf, m, core_f0, cnf) <= DESI_PATCH_MAX_FLOPS;
 }
 
@@ -131,6 +131,8 @@ static int patch_fits(int nf, long long m, int core_f0, int cnf)
 static long long patch_max_wave(int nf, int core_f0, int cnf)
 {
 	long long lo = 0, hi = DESI_PATCH_MAX_UNKNOWNS / (nf > 0 ? nf : 1);
+	if (hi > DESI_PATCH_MAX_WAVES)
+		hi = DESI_PATCH_MAX_WAVES;
 	while (lo < hi) { /* the largest m that fits: fits(lo), !fits(hi + 1) */
 		long long mid = lo + (hi - lo + 1) / 2;
 		if (patch_fits(nf, mid, core_f0, cnf))
@@ -173,7 +175,7 @@ int desi_plan_check_patch(int nspec, int bundlesize, int nsubbundles, int nwaves
 	const long long n = (long long)wnf * m;
 	if (nmax != NULL)
 		*nmax = n < 0x7fffffff ? (int)n : 0x7fffffff;
-	if (n <= DESI_PATCH_MAX_UNKNOWNS && wflops <= DESI_PATCH_MAX_FLOPS)
+	if (n <= DESI_PATCH_MAX_UNKNOWNS && m <= DESI_PATCH_MAX_WAVES && wflops <= DESI_PATCH_MAX_FLOPS)
 		return 0;
 	const long long mmax = patch_max_wave(wnf, wcf0, wcnf);
 	const char *why = (long long)wnf * (mmax + 1) > DESI_PATCH_MAX_UNKNOWNS ?
