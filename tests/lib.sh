@@ -49,12 +49,35 @@ starpipe_exe=$(readlink -f "$STARPIPE" 2>/dev/null)
 
 # OpenBLAS's re-exec (src/cli/blas.c) runs only on CPUs that Debian's
 # OpenBLAS does not know (Intel Xeon VMs); a test that sets
-# SP_FORCE_BLAS_REEXEC=1 takes that path on every CPU with AVX2, so that
+# calls force_blas_reexec takes that path on every CPU with AVX2, so that
 # what it checks holds on both kinds of machine.
 force_blas_reexec() {
 	unset OPENBLAS_CORETYPE
 	STARPIPE_BLAS_CORENAME=Prescott
 	export STARPIPE_BLAS_CORENAME
+}
+
+# term_after DELAY COMMAND...: runs the command in the background (stderr
+# in $T/err), sends it SIGTERM after DELAY seconds and waits for it; sets
+# term_rc (its exit status; 143 for SIGTERM) and term_s (seconds from the
+# signal to its exit, two decimals): a stop must end a run within 2 s
+# (src/base/cancel.h: every long kernel loop polls it).
+term_after() {
+	term_d=$1
+	shift
+	"$@" >"$T/out" 2>"$T/err" &
+	term_pid=$!
+	sleep "$term_d"
+	term_t0=$(date +%s.%N)
+	kill -TERM "$term_pid"
+	wait "$term_pid"
+	term_rc=$?
+	term_s=$(awk -v a="$term_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+}
+
+# took_less SECONDS LIMIT: SECONDS < LIMIT (decimals allowed).
+took_less() {
+	awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'
 }
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/starpipe-test.XXXXXX")

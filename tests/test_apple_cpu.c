@@ -304,6 +304,17 @@ static void test_params(void **state)
 	p.particle_size = 4;
 	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), SP_EINVAL);
 	assert_non_null(strstr(err.msg, "particle_size"));
+	/* the response cube is bounded (issue 41): query_image_size 4 with
+	 * container_size 78 asks 923 x 923 windows x 2116 references */
+	p.particle_size = 78;
+	p.query_image_size = 4;
+	p.container_size = 78;
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), SP_EINVAL);
+	assert_non_null(strstr(err.msg, "query_image_size 4 and container_size 78 make 923 x 923 "
+					"query windows x 2116 references"));
+	p.query_image_size = 12; /* 307 x 307 x 2116: 2.0e8, allowed */
+	assert_int_equal(apple_params_derive(&p, 2048, 2048, &s, &err), 0);
+	assert_true((double)s.gy * s.gx * s.nref <= APPLE_MAX_CORRELATIONS);
 }
 
 /* A rectangle's preprocessing and moments against the square's (the path

@@ -19,6 +19,7 @@
 #include <fitsio.h>
 
 #include "../codelets/desi/extract.h"
+#include "../src/base/cancel.h"
 #include "fitsread.h"
 
 /*
@@ -686,6 +687,36 @@ static void test_model(void **state)
 
 extern void openblas_set_num_threads(int);
 
+/* A stop requested (src/base/cancel.h, as sp_run_interrupt() does on
+ * SIGTERM): both phases return DESI_CANCELLED at once, before their first
+ * patch, and leave the rows alone.  The request is never cleared in a
+ * process: this test runs last. */
+static void test_cancel(void **state)
+{
+	(void)state;
+	fixture_t *fx = fixture_synth(3);
+	const desi_batch_t *b = &fx->b;
+	const size_t len = rows_len(b), nd = desi_normal_doubles(b);
+	float *rows = bt_xmalloc(len * sizeof *rows);
+	double *normal = bt_xmalloc(nd * sizeof *normal);
+	for (size_t i = 0; i < len; i++)
+		rows[i] = -1.0f;
+	memset(normal, 0, nd * sizeof *normal);
+	sp_cancel_request();
+	assert_true(sp_cancel_requested());
+	assert_int_equal(desi_patch_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+					      normal), DESI_CANCELLED);
+	assert_int_equal(desi_decorrelate_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						    normal, rows), DESI_CANCELLED);
+	assert_int_equal(desi_extract_batch_cpu(b, fx->spots, fx->xc, fx->yc, fx->img, fx->ivar,
+						rows), DESI_CANCELLED);
+	for (size_t i = 0; i < len; i++)
+		assert_true(rows[i] == -1.0f);
+	free(normal);
+	free(rows);
+	fixture_free(fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -694,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_failure),
 		cmocka_unit_test(test_xflux),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_cancel), /* last: the stop request stays set */
 	};
 	char path[1024];
 	FILE *f;

@@ -156,6 +156,42 @@ static void test_bad(void **state)
 					sizeof msg), -1);
 }
 
+/* The largest patch a plan may make (plan.h): gpu_specter's 7 x 74 is far
+ * inside; nwavestep 500 is the most with 7 fibres a patch (0.70 s of
+ * decorrelation measured, 1.18 s at 600), 626 with 3; the issue's 10000
+ * (a SIGSEGV: 4.9e9 doubles counted in 32 bits) is refused naming it. */
+static void test_patch_limit(void **state)
+{
+	char msg[320];
+	int n;
+	(void)state;
+	assert_int_equal(desi_plan_check_patch(500, 25, 5, 50, 10, 0.2, &n, msg, sizeof msg), 0);
+	assert_int_equal(n, 7 * 74);
+	assert_int_equal(desi_plan_check_patch(500, 25, 5, 500, 10, 0.2, &n, msg, sizeof msg), 0);
+	assert_int_equal(n, 7 * 524);
+	assert_int_equal(desi_plan_check_patch(500, 25, 5, 501, 10, 0.2, &n, msg, sizeof msg), -1);
+	assert_string_equal(msg, "nwavestep 501 makes a patch of 7 x 525 = 3675 unknowns (at most "
+				 "7 x 524 = 3668: its decorrelation would take more than about 1 s on "
+				 "one core; lower nwavestep or raise nsubbundles)");
+	assert_int_equal(desi_plan_check_patch(25, 25, 5, 10000, 10, 0.2, &n, msg, sizeof msg), -1);
+	assert_int_equal(n, 70168);
+	assert_non_null(strstr(msg, "nwavestep 10000 makes a patch of 7 x 10024 = 70168 unknowns"));
+	/* 3-fibre patches (a fibre per subbundle) may be longer, up to 650
+	 * padded wavelengths (0.40 s measured at 600, 0.85 s at 700) */
+	assert_int_equal(desi_plan_check_patch(500, 25, 25, 626, 10, 0.2, &n, msg, sizeof msg), 0);
+	assert_int_equal(desi_plan_check_patch(500, 25, 25, 627, 10, 0.2, &n, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "(at most 3 x 650 = 1950: its decorrelation"));
+	/* the unknowns' bound (the normal matrix), whatever the flops */
+	assert_int_equal(desi_plan_check_patch(500, 500, 1, 50, 10, 0.2, &n, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "bundlesize 500 and nsubbundles 1 make patches of 500 fibres"));
+	assert_non_null(strstr(msg, "128 MiB"));
+	/* the padding alone */
+	assert_int_equal(desi_plan_check_patch(500, 25, 5, 1, 1000, 10, &n, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "wavepad 1000 (wavepad_frac 10: 11000 padding wavelengths"));
+	/* an invalid decomposition is desi_plan_init()'s to refuse */
+	assert_int_equal(desi_plan_check_patch(500, 25, 30, 50, 10, 0.2, &n, msg, sizeof msg), 0);
+}
+
 int main(void)
 {
 	const char *sh = getenv("SP_SHARED");
@@ -165,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_subbundles),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_bad),
+		cmocka_unit_test(test_patch_limit),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,6 +62,14 @@ typedef struct apple_sizes {
 	int nref;            /* references: 4 ncy ncx */
 } apple_sizes_t;
 
+/* The most (query window, reference) correlations a micrograph may ask
+ * for: the response cube's entries (doubles), 2 GiB.  ASPIRE's defaults
+ * ask for 7.9 million on a 4k micrograph (particle_size 78: 156 x 156
+ * windows x 324 references); a small query_image_size (more windows) with
+ * a small container_size (more references) asked for trillions, and the
+ * cube's element count overflowed. */
+#define APPLE_MAX_CORRELATIONS (1 << 28)
+
 /* Fills the defaults of *p (fields <= 0) as ASPIRE does. */
 void apple_params_defaults(apple_params_t *p);
 
@@ -74,7 +82,8 @@ void apple_params_defaults(apple_params_t *p);
  * exceeds gy gx, both are scaled to the image instead: tau1 = 3 gy gx / 100,
  * tau2 = 30 gy gx / 100 (integer division; 147 and 1470 on the 2k test
  * image, the values the reference was run with).  Returns 0 or SP_EINVAL
- * (message in err: which parameter, its range). */
+ * (message in err: which parameter, its range), also when gy gx nref
+ * exceeds APPLE_MAX_CORRELATIONS. */
 int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *s, sp_err_t *err);
 
 /* ---- Step 1: preprocess ---------------------------------------------- */
@@ -151,7 +160,11 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
  * run as hand-written DFTs in SIMD lanes, one reference per lane (the
  * "lanes" route); for other q through FFTW's plans (the "fftw" route), and
  * for every q when the environment has STARPIPE_APPLE_SCORE=fftw.  The two differ by rounding
- * (~1e-15 of the largest response). */
+ * (~1e-15 of the largest response).  A stop requested while it runs
+ * (src/base/cancel.h, polled every APPLE_QBLOCK = 32 queries) leaves the
+ * rest unwritten; so do apple_score_refs_fft() (every 64 references) and
+ * apple_classify_rows() (every row): the caller drops the output (the item
+ * is cancelled). */
 void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q, int gx,
 			   const double *spec, int nref, int qbegin, int qend, double *resp);
 

@@ -2,6 +2,7 @@
 #include "apple.h"
 #include "apple_kern.h"
 #include "apple_score_isa.h"
+#include "cancel.h"
 #include "cpuisa.h"
 
 #include <float.h>
@@ -159,6 +160,17 @@ int apple_params_derive(const apple_params_t *p, int ny, int nx, apple_sizes_t *
 	s->ncy = s->ny / s->container;
 	s->ncx = s->nx / s->container;
 	s->nref = 4 * s->ncy * s->ncx;
+	/* the response cube, a value per (query window, reference): bounded
+	 * (APPLE_MAX_CORRELATIONS) before any int product of the two */
+	const double ncorr = (double)s->gy * (double)s->gx * (double)s->nref;
+	if (ncorr > APPLE_MAX_CORRELATIONS)
+		return sp_seterr(err, SP_EINVAL,
+				 "%s: query_image_size %d and container_size %d make %d x %d query "
+				 "windows x %d references = %.4g correlations (at most %.4g: %d MiB of "
+				 "responses; raise query_image_size or container_size)",
+				 __func__, qi, p->container_size, s->gy, s->gx, s->nref, ncorr,
+				 (double)APPLE_MAX_CORRELATIONS,
+				 (int)(APPLE_MAX_CORRELATIONS * sizeof(double) >> 20));
 
 	double qbox = 4000.0 * 4000.0 / ((double)qi * qi) * 4.0;
 	int nq = s->gy * s->gx;
@@ -562,6 +574,8 @@ void apple_score_refs_fft(apple_score_fft_t *f, const double *im, int nx, int q,
 	size_t ns = apple_score_spec_size(q);
 
 	for (int k = 0; k < nref; k++) {
+		if ((k & 63) == 0 && sp_cancel_requested())
+			return; /* a stop: the spectra are dropped (cancel.h) */
 		window_fft(f, im, nx, ref[2 * k], ref[2 * k + 1]);
 		memcpy(spec + 2 * ns * (size_t)k, f->spec, sizeof(fftw_complex) * ns);
 	}
@@ -609,6 +623,8 @@ static int responses_lanes(apple_score_fft_t *f, const double *im, int nx, int q
 			}
 		}
 	for (int k0 = qbegin; k0 < qend; k0 += APPLE_QBLOCK) {
+		if (sp_cancel_requested())
+			return 0; /* a stop: the responses are dropped (cancel.h) */
 		const int k1 = qend - k0 < APPLE_QBLOCK ? qend : k0 + APPLE_QBLOCK;
 		for (int k = k0; k < k1; k++) {
 			window_fft(f, im, nx, (k / gx) * h, (k % gx) * h);
@@ -648,6 +664,8 @@ void apple_score_responses(apple_score_fft_t *f, const double *im, int nx, int q
 	const apple_score_simd_t *v = score_simd[sp_cpu_isa()];
 
 	for (int k0 = qbegin; k0 < qend; k0 += APPLE_QBLOCK) {
+		if (sp_cancel_requested())
+			return; /* a stop: the responses are dropped (cancel.h) */
 		const int k1 = qend - k0 < APPLE_QBLOCK ? qend : k0 + APPLE_QBLOCK;
 		for (int k = k0; k < k1; k++) {
 			window_fft(f, im, nx, (k / gx) * h, (k % gx) * h);
@@ -930,7 +948,9 @@ void apple_classify_rows(const apple_svm_t *m, const double *mean, const double 
 	enum { CHUNK = 256 };
 	double d[CHUNK];
 
-	for (int r = r0; r < r1; r++)
+	for (int r = r0; r < r1; r++) {
+		if (sp_cancel_requested())
+			return; /* a stop: the segmentation is dropped (cancel.h) */
 		for (int c0 = 0; c0 < nw; c0 += CHUNK) {
 			const int n = nw - c0 < CHUNK ? nw - c0 : CHUNK;
 			const size_t o = (size_t)r * nw + c0;
@@ -940,6 +960,7 @@ void apple_classify_rows(const apple_svm_t *m, const double *mean, const double 
 				seg[(size_t)(r - r0) * nw + c0 + c] = (uint8_t)(label == 1);
 			}
 		}
+	}
 }
 
 void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,

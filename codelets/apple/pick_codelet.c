@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
+#include "sizes.h"
 #include "stage.h"
 #include "apple_glue.h"
 #include "apple_kern.h"
@@ -276,6 +278,15 @@ double apple_morph_bytes(const apple_sizes_t *s)
 
 /* ---- codelets ---- */
 
+/* After a kernel that polls sp_cancel_requested(): when a stop was
+ * requested its output may be partial, and the task fails as cancelled
+ * (the item is, already: sp_run_interrupt()), so nothing reads it. */
+static void task_cancelled(struct apple_task_arg *a)
+{
+	if (sp_cancel_requested())
+		sp_status_set(a->ctx->status, SP_ECANCELED, "%s: cancelled", a->ctx->kernel);
+}
+
 static void prepare_cpu(void *buffers[], void *cl_arg)
 {
 	struct apple_task_arg *a = cl_arg;
@@ -296,11 +307,16 @@ static void prepare_cpu(void *buffers[], void *cl_arg)
 		sp_status_set(a->ctx->status, SP_ENOMEM, "%s: out of memory", __func__);
 		return;
 	}
+	/* a stop (cancel.h) between the steps, and in the spectra's loop */
 	apple_preprocess(&j->p, s, mic, j->ny, j->nx, im, NULL, work);
-	apple_moments(im, s->ny, s->nx, s->query, mean, std, work);
-	apple_refs_select(s, mean, std, j->ref);
-	apple_score_refs_fft(f, im, s->nx, s->query, j->ref, s->nref, spec);
+	if (!sp_cancel_requested())
+		apple_moments(im, s->ny, s->nx, s->query, mean, std, work);
+	if (!sp_cancel_requested())
+		apple_refs_select(s, mean, std, j->ref);
+	if (!sp_cancel_requested())
+		apple_score_refs_fft(f, im, s->nx, s->query, j->ref, s->nref, spec);
 	sp_scratch_put(work);
+	task_cancelled(a);
 }
 
 static void score_cpu(void *buffers[], void *cl_arg)
@@ -317,6 +333,7 @@ static void score_cpu(void *buffers[], void *cl_arg)
 	apple_score_responses(f, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]), s->nx, s->query,
 			      s->gx, (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), s->nref, a->lo,
 			      a->hi, (double *)STARPU_VECTOR_GET_PTR(buffers[2]));
+	task_cancelled(a);
 }
 
 #ifdef SP_HAVE_CUDA
@@ -466,6 +483,7 @@ static void classify_cpu(void *buffers[], void *cl_arg)
 	apple_classify_rows(j->svm, (const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			    (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), j->s.nwx, a->lo, a->hi,
 			    (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[3]));
+	task_cancelled(a);
 }
 
 static void morph_cpu(void *buffers[], void *cl_arg)
@@ -679,7 +697,10 @@ static void split(int n, int k, int *b)
  * hands it back); -1 when out of memory. */
 static int alloc_reg(starpu_data_handle_t *h, void **buf, size_t n, size_t elem, int pooled)
 {
-	const size_t bytes = (n ? n : 1) * elem;
+	size_t bytes;
+	*buf = NULL;
+	if (!sp_vector_nx_ok(n) || sp_mul_size(n ? n : 1, elem, &bytes))
+		return -1; /* not one StarPU vector (apple_params_derive() bounds the sizes) */
 	if ((pooled ? sp_item_buffer_get(buf, bytes) : starpu_malloc(buf, bytes)) != 0) {
 		*buf = NULL;
 		return -1;
@@ -819,6 +840,54 @@ static int preprocess_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *co
 	return sp_task_insert(ctx, &prepare_cl, STARPU_R, m->h, STARPU_W, j->him, STARPU_W, j->hmean,
 			      STARPU_W, j->hstd, STARPU_W, j->hspec,
 			      APPLE_TASK_ARG(j, ctx, 0, 0, apple_prepare_flops(s)));
+}
+
+/* The memory the parameters grow, from the micrograph's header (its
+ * producer's file) and the sizes they derive (apple_params_derive(), whose
+ * refusal fails the item before anything runs): the response cube (a
+ * double per query window and reference), the references' spectra, the
+ * scores and the task arguments per query window, and the picks' bound.
+ * apple.read's bytes per pixel cover the image-sized buffers. */
+static int preprocess_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
+			       sp_err_t *err)
+{
+	const sp_gstage_t *rst = sp_item_producer(item, st, 0);
+	if (rst == NULL || strcmp(rst->kind->name, "apple.read") != 0)
+		return 0;
+	char *path = sp_item_param(item, rst, "file");
+	apple_micfile_t hdr;
+	if (path == NULL)
+		return sp_seterr(err, SP_ENOMEM, "out of memory");
+	int rc = apple_micfile_open(path, &hdr, err);
+	if (rc != 0) {
+		free(path);
+		return rc;
+	}
+	const struct preprocess_params *pp = st->typed;
+	apple_params_t p = { .particle_size = (int)pp->particle_size,
+			     .max_particle_size = (int)pp->max_particle_size,
+			     .min_particle_size = (int)pp->min_particle_size,
+			     .minimum_overlap_amount = (int)pp->minimum_overlap_amount,
+			     .query_image_size = (int)pp->query_image_size,
+			     .tau1 = (int)pp->tau1, .tau2 = (int)pp->tau2,
+			     .container_size = (int)pp->container_size,
+			     .fix_quirks = pp->fix_quirks };
+	apple_sizes_t s;
+	sp_err_t derr = { 0 };
+	apple_params_defaults(&p);
+	if (apple_params_derive(&p, hdr.ny, hdr.nx, &s, &derr) != 0) {
+		rc = sp_seterr(err, derr.code ? derr.code : SP_EINVAL, "%s: %s", path, derr.msg);
+		free(path);
+		return rc;
+	}
+	free(path);
+	const double nquery = (double)s.gy * s.gx, nw = (double)s.nwy * s.nwx;
+	const double maxpick = nw / (s.min_size > 0 ? (double)s.min_size * s.min_size : 1.0) + 16;
+	e->bytes += (unsigned long long)(8.0 * nquery * s.nref +
+					 16.0 * s.nref * (double)apple_score_spec_size(s.query) +
+					 (4.0 + sizeof(struct apple_task_arg)) * nquery +
+					 (2.0 * sizeof(int) + sizeof(double)) * maxpick);
+	return 0;
 }
 
 /* Tiles over query windows, each writing its rows of the response cube; the
@@ -1006,13 +1075,16 @@ static const sp_param_spec_t preprocess_params[] = {
 	{ "minimum_overlap_amount", SP_PT_INT, "0", 0, 100000, NULL, "0: particle_size / 10",
 	  PP(minimum_overlap_amount) },
 	{ "query_image_size", SP_PT_INT, "0", 0, 100000, NULL,
-	  "0: round(2/3 particle_size) minus its remainder mod 4", PP(query_image_size) },
+	  "0: round(2/3 particle_size) minus its remainder mod 4; the query windows times the "
+	  "references (container_size) are at most 2^28, else the micrograph fails naming both",
+	  PP(query_image_size) },
 	{ "tau1", SP_PT_INT, "0", 0, 100000000, NULL,
 	  "query windows that surely hold a particle; 0: 3% of q_box", PP(tau1) },
 	{ "tau2", SP_PT_INT, "0", 0, 100000000, NULL,
 	  "query windows that are surely not noise; 0: 30% of q_box", PP(tau2) },
-	{ "container_size", SP_PT_INT, "450", 1, 1900, NULL, "container of the reference windows",
-	  PP(container_size) },
+	{ "container_size", SP_PT_INT, "450", 1, 1900, NULL,
+	  "container of the reference windows (4 references per container; see query_image_size's "
+	  "bound)", PP(container_size) },
 	{ "fix_quirks", SP_PT_BOOL, "false", 0, -1, NULL,
 	  "false: ASPIRE's exact picks; true: every component and isolated centre (see doc/apple.md)",
 	  PP(fix_quirks) },
@@ -1059,7 +1131,7 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
 	   "APPLE: margins (the whole rectangle), bin x2, low-pass; window moments; reference spectra",
 	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, "apple_prepare", SP_KIND_PARAMS(preprocess_params),
-	   .params_size = sizeof(struct preprocess_params));
+	   .params_size = sizeof(struct preprocess_params), .estimate = preprocess_estimate);
 APPLE_KIND(sp_apple_score_kind, "apple.score",
 	   "APPLE: FFT cross-correlation scores of every query window (tiles of windows)",
 	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA, "apple_score",

@@ -1,6 +1,7 @@
 /* StarPU glue of apple.read: an MRC or TIFF micrograph into a registered float32 buffer. */
 #include <stdlib.h>
 
+#include "sizes.h"
 #include "stage.h"
 #include "apple_glue.h"
 
@@ -52,6 +53,17 @@ static void mic_free(sp_value_t *v)
  * measured as peak resident memory over pixels on simulated 4k micrographs
  * (doc/reliability.md), with a margin. */
 #define APPLE_BYTES_PER_PIXEL 24.0
+/* The micrograph is one StarPU vector of floats: at most SP_VECTOR_MAX_NX
+ * pixels (apple_micfile_open() bounds the bytes only). */
+static int pixels_check(const char *path, const apple_micfile_t *hdr, sp_err_t *err)
+{
+	if (!sp_vector_nx_ok((size_t)hdr->ny * (size_t)hdr->nx))
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: %d x %d pixels, more than the %zu a StarPU vector holds", path,
+				 hdr->ny, hdr->nx, SP_VECTOR_MAX_NX);
+	return 0;
+}
+
 static int read_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
 {
 	char *path = sp_item_param(item, st, "file");
@@ -59,6 +71,8 @@ static int read_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *
 	if (path == NULL)
 		return sp_seterr(err, SP_ENOMEM, "out of memory");
 	int rc = apple_micfile_open(path, &hdr, err);
+	if (rc == 0)
+		rc = pixels_check(path, &hdr, err);
 	free(path);
 	if (rc != 0)
 		return rc;
@@ -84,7 +98,7 @@ static int read_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *i
 	if (m->path == NULL || m->arg == NULL)
 		return SP_ENOMEM;
 	/* The header now (sizes, mode, truncation); the pixels by a task. */
-	if (apple_micfile_open(m->path, &m->hdr, &err) != 0)
+	if (apple_micfile_open(m->path, &m->hdr, &err) != 0 || pixels_check(m->path, &m->hdr, &err) != 0)
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)m->hdr.ny * (size_t)m->hdr.nx;
 	if (sp_item_buffer_get((void **)&m->data, n * sizeof(float)) != 0) {

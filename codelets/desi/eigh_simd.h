@@ -219,8 +219,9 @@ static int EH_FN(tridiag_ql)(int m, EH_VD *a, EH_VD *z, EH_VD *d, EH_VD *e, EH_V
  * last group repeats its last matrix): on success mat[k] is overwritten
  * with the eigenvectors (column i: mat[k][i m ..]) and ev[k] [m] with the
  * eigenvalues, unsorted, and ok[k] = 1; a failed group leaves its
- * matrices as they were, with ok[k] = 0.  work: eigh_batch_work(m)
- * doubles. */
+ * matrices as they were, with ok[k] = 0, as does a stop requested before
+ * a group (sp_cancel_requested(): the caller checks it after the call and
+ * drops the results).  work: eigh_batch_work(m) doubles. */
 static void EH_FN(eigh)(int m, int nb, double *const *mat, double *const *ev, int *ok,
 			double *work)
 {
@@ -228,6 +229,11 @@ static void EH_FN(eigh)(int m, int nb, double *const *mat, double *const *ev, in
 	EH_VD *z = a + (size_t)m * (size_t)m, *d = z + (size_t)m * (size_t)m, *e = d + m, *g = e + m;
 
 	for (int k0 = 0; k0 < nb; k0 += EH_W) {
+		if (sp_cancel_requested()) { /* a stop: the rest is not needed (cancel.h) */
+			for (int k = k0; k < nb; k++)
+				ok[k] = 0;
+			return;
+		}
 		const double *src[EH_W];
 		for (int t = 0; t < EH_W; t++)
 			src[t] = mat[k0 + t < nb ? k0 + t : nb - 1];

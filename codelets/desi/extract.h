@@ -193,10 +193,15 @@ static inline int desi_batch_fields(const desi_batch_t *b)
  * the largest j2 - j1 of an entry of icov != 0 where the CPU's patch phase
  * knows it, 0 where not (the CUDA phase's): the CPU's decorrelation then
  * needs not scan the ~1 MB of zeros past the band.  The patch phase writes it
- * (returns 0 or -1 when out of memory); the decorrelate phase reads it (the
- * CUDA twin factors icov and solves y in place) and returns as
- * desi_extract_batch_cpu(). */
+ * (returns 0, -1 when out of memory, or DESI_CANCELLED); the decorrelate
+ * phase reads it (the CUDA twin factors icov and solves y in place) and
+ * returns as desi_extract_batch_cpu(). */
 size_t desi_normal_doubles(const desi_batch_t *b);
+/* What the batch functions return when a stop was requested while they ran
+ * (src/base/cancel.h: polled before each patch and before the
+ * eigendecompositions): their outputs are then partial and must not be
+ * used; the item is cancelled. */
+#define DESI_CANCELLED (-2)
 int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
 			 const int32_t *yc, const float *img, const float *ivar, double *normal);
 int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
@@ -205,9 +210,10 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 
 /* CPU: the patches one after the other with the kernels above (both phases).  spots,
  * xc, yc: the bundle's; img/ivar: the image (float, masked at ivar 0).
- * Returns 0, -1 when its work buffers cannot be allocated, or the 1-based
- * index of the first patch whose normal matrix is not positive definite
- * (its rows are left at 0, the others are done). */
+ * Returns 0, -1 when its work buffers cannot be allocated, DESI_CANCELLED
+ * when a stop was requested (the rows are partial), or the 1-based index of
+ * the first patch whose normal matrix is not positive definite (its rows
+ * are left at 0, the others are done). */
 int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
 			   const int32_t *yc, const float *img, const float *ivar, float *rows);
 

@@ -2,6 +2,7 @@
 #include "extract.h"
 #include "desi_kern.h"
 
+#include "cancel.h"
 #include "cpuisa.h"
 #include "tbuf.h"
 
@@ -195,6 +196,10 @@ int desi_patch_batch_cpu(const desi_batch_t *b, const double *spots, const int32
 		return -1;
 	double *icov = normal, *y = icov + np * n * n, *fw = y + np * n, *band = fw + np * n;
 	for (int i = 0; i < b->np; i++) {
+		if (sp_cancel_requested()) { /* the item is cancelled: its equations are not read */
+			bufs_free(&B);
+			return DESI_CANCELLED;
+		}
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
 		const int maxoff = desi_extract_normal_cpu_isa(sp_cpu_isa(), &p, B.pspots, B.pxc,
 							       B.pyc, B.wpix, B.wivar,
@@ -226,6 +231,8 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 	 * blocks of iCov^-1 */
 	int nblk = 0;
 	for (int i = 0; i < b->np; i++) {
+		if (sp_cancel_requested()) /* the item is cancelled: its rows are not read */
+			goto cancelled;
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, NULL, NULL, &B); /* no pixels */
 		const double *ic = icov + (size_t)i * n * n;
 		double *x = B.xs + (size_t)i * n, *cbb = B.cbbs + (size_t)i * ncf * mm;
@@ -241,9 +248,15 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 		}
 	}
 	/* 2. every block's eigendecomposition, SIMD lanes across patches */
+	if (sp_cancel_requested())
+		goto cancelled;
 	(void)desi_eigh_batch(sp_cpu_isa(), m, nblk, B.vecp, B.evp, B.ok, B.work);
+	if (sp_cancel_requested()) /* it stopped early: blocks left undone */
+		goto cancelled;
 	/* 3. per patch: finish the blocks, chi2, the rows */
 	for (int i = 0, k = 0; i < b->np; i++) {
+		if (sp_cancel_requested())
+			goto cancelled;
 		desi_patch_t p = gather_patch(b, i, spots, xc, yc, img, ivar, &B);
 		const int w0 = b->w0[i], cnw = b->core_nw[i];
 		const double *x = B.xs + (size_t)i * n;
@@ -289,6 +302,9 @@ int desi_decorrelate_batch_cpu(const desi_batch_t *b, const double *spots, const
 	}
 	bufs_free(&B);
 	return first_bad;
+cancelled:
+	bufs_free(&B);
+	return DESI_CANCELLED;
 }
 
 int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,

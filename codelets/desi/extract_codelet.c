@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "runtime.h"
+#include "sizes.h"
 #include "stage.h"
 #include "barycorr.h"
 #include "desi_glue.h"
@@ -154,6 +156,8 @@ static void spots_cpu(void *buffers[], void *cl_arg)
 		       (double *)STARPU_VECTOR_GET_PTR(buffers[1]),
 		       (int32_t *)STARPU_VECTOR_GET_PTR(buffers[2]),
 		       (int32_t *)STARPU_VECTOR_GET_PTR(buffers[3]));
+	if (sp_cancel_requested()) /* it may have stopped early: the spots are partial */
+		sp_status_set(a->ctx->status, SP_ECANCELED, "%s: cancelled", a->ctx->kernel);
 }
 
 #ifdef SP_HAVE_CUDA
@@ -193,8 +197,11 @@ static void patch_cpu(void *buffers[], void *cl_arg)
 	const struct desi_task_arg *a = cl_arg;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	if (desi_patch_batch_cpu(&a->ch->batch, CHUNK_INPUTS(buffers),
-				 (double *)STARPU_VECTOR_GET_PTR(buffers[5])) != 0)
+	int rc = desi_patch_batch_cpu(&a->ch->batch, CHUNK_INPUTS(buffers),
+				      (double *)STARPU_VECTOR_GET_PTR(buffers[5]));
+	if (rc == DESI_CANCELLED)
+		chunk_failed(a, SP_ECANCELED, "cancelled");
+	else if (rc != 0)
 		chunk_failed(a, SP_ENOMEM, "out of memory");
 }
 
@@ -206,7 +213,9 @@ static void decorrelate_cpu(void *buffers[], void *cl_arg)
 	int bad = desi_decorrelate_batch_cpu(&a->ch->batch, CHUNK_INPUTS(buffers),
 					     (const double *)STARPU_VECTOR_GET_PTR(buffers[5]),
 					     (float *)STARPU_VECTOR_GET_PTR(buffers[6]));
-	if (bad < 0)
+	if (bad == DESI_CANCELLED)
+		chunk_failed(a, SP_ECANCELED, "cancelled");
+	else if (bad < 0)
 		chunk_failed(a, SP_ENOMEM, "out of memory");
 	else if (bad > 0)
 		sp_status_set(a->ctx->status, SP_EINVAL,
@@ -491,6 +500,55 @@ static int spots_window(void)
 	return (int)sp_item_nworkers() / 5 + 2;
 }
 
+/* The most patches an item may have (subbundles x patches along the
+ * grid): 3,500 times a full r frame's 4,700 (chunk and task counts stay
+ * well inside an int). */
+#define DESI_MAX_PATCHES (1 << 24)
+
+/* The buffers of the job's plan and PSF, in size_t with checked products,
+ * each registered as a StarPU vector (at most SP_VECTOR_MAX_NX elements):
+ * the frame, a bundle's spots, corners and Legendre sums; and the patch
+ * count.  Returns 0, or -1 with a one-line reason naming the parameters in
+ * msg. */
+static int job_sizes_check(const struct desi_job *j, const char *path, char *msg, size_t len)
+{
+	const desi_plan_t *pl = &j->plan;
+	const size_t spix = (size_t)(2 * j->psf->hsizey + 1) * (size_t)(2 * j->psf->hsizex + 1);
+	size_t frame, nspot, spots, params, npatch;
+	const int nsub = pl->nsubbundles < pl->bundlesize ? pl->nsubbundles : pl->bundlesize;
+	if (sp_mul3_size((size_t)pl->nspec, DESI_NFIELD, (size_t)pl->nwave, &frame) ||
+	    !sp_vector_nx_ok(frame)) {
+		snprintf(msg, len,
+			 "%s: nspec %d x %d grid wavelengths (dw %g) x %d fields make a frame of %.3g "
+			 "values, more than the %zu a StarPU vector holds; lower nspec or raise dw",
+			 path, pl->nspec, pl->nwave, pl->dw, DESI_NFIELD,
+			 (double)pl->nspec * pl->nwave * DESI_NFIELD, SP_VECTOR_MAX_NX);
+		return -1;
+	}
+	if (sp_mul_size((size_t)pl->bundlesize, (size_t)pl->nfullwave, &nspot) ||
+	    sp_mul_size(nspot, spix, &spots) || !sp_vector_nx_ok(spots) ||
+	    sp_mul_size(nspot, (size_t)desi_psf_nparams(j->psf), &params) ||
+	    !sp_vector_nx_ok(params)) {
+		snprintf(msg, len,
+			 "%s: bundlesize %d x %d padded wavelengths (the grid's %d, nwavestep %d and "
+			 "the padding) x %zu spot pixels make a bundle's spots %.3g values, more than "
+			 "the %zu a StarPU vector holds; lower bundlesize or raise dw",
+			 path, pl->bundlesize, pl->nfullwave, pl->nwave, pl->nwavestep, spix,
+			 (double)pl->bundlesize * pl->nfullwave * (double)spix, SP_VECTOR_MAX_NX);
+		return -1;
+	}
+	if (sp_mul3_size((size_t)pl->nbundles, (size_t)nsub, (size_t)pl->npatch_wave, &npatch) ||
+	    npatch > DESI_MAX_PATCHES) {
+		snprintf(msg, len,
+			 "%s: nwavestep %d on a grid of %d wavelengths (dw %g) makes %.3g patches "
+			 "(at most %d); raise nwavestep or dw",
+			 path, pl->nwavestep, pl->nwave, pl->dw,
+			 (double)pl->nbundles * nsub * pl->npatch_wave, DESI_MAX_PATCHES);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- desi.spots ---- */
 
 /* The stages' parameters, parsed once when the graph is loaded. */
@@ -554,6 +612,10 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 			   (int)sp->bundlesize, (int)sp->nsubbundles, (int)sp->nwavestep,
 			   (int)sp->wavepad, sp->wavepad_frac, sp->pixpad_frac, msg, sizeof msg) != 0)
 		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
+	if (desi_plan_check_patch((int)sp->nspec, (int)sp->bundlesize, (int)sp->nsubbundles,
+				  (int)sp->nwavestep, (int)sp->wavepad, sp->wavepad_frac, NULL, msg,
+				  sizeof msg) != 0)
+		return sp_status_set(status, SP_EINVAL, "%s: %s", iv->path, msg);
 	if (pl->specmin + pl->nspec > psf->nfib)
 		return sp_status_set(status, SP_EINVAL, "%s: spectra %d..%d requested but the PSF has %d fibres",
 				     pv->path, pl->specmin, pl->specmin + pl->nspec - 1, psf->nfib);
@@ -562,6 +624,9 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return sp_status_set(status, SP_EINVAL,
 				     "%s: wavelengths %g..%g are outside the PSF's range %g..%g",
 				     pv->path, pl->wmin, pl->wmax, psf->wmin, psf->wmax);
+
+	if (job_sizes_check(j, iv->path, msg, sizeof msg) != 0)
+		return sp_status_set(status, SP_EINVAL, "%s", msg);
 
 	/* The subbundles, and the frame buffer partitioned by subbundle. */
 	size_t rowlen = (size_t)DESI_NFIELD * pl->nwave;
@@ -743,6 +808,20 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	 * when the run has GPUs (their batched solvers want many) */
 	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 4;
 	j->chunk = per < pl->npatch_wave ? per : pl->npatch_wave;
+	/* a chunk's normal equations are one StarPU vector: at most
+	 * SP_VECTOR_MAX_NX doubles (a default chunk is cut to fit) */
+	const size_t n = (size_t)nf_max(pl) * (size_t)(pl->nwavestep + 2 * pl->wavepad);
+	const size_t per_patch = n * n + 2 * n + 1, fit = SP_VECTOR_MAX_NX / per_patch;
+	if ((size_t)j->chunk > fit) {
+		if (st->tile > 0)
+			return sp_status_set(sp_item_status(item), SP_EINVAL,
+					     "%s: stage '%s': tile %d makes tasks of %d patches x %zu "
+					     "doubles of normal equations, more than the %zu a StarPU "
+					     "vector holds; lower tile (at most %zu)",
+					     j->iv->path, st->name, st->tile, j->chunk, per_patch,
+					     SP_VECTOR_MAX_NX, fit);
+		j->chunk = fit > 0 ? (int)fit : 1;
+	}
 	int per_sub = (pl->npatch_wave + j->chunk - 1) / j->chunk;
 	j->maxchunks = j->nsubs * per_sub;
 	j->chunks = calloc((size_t)j->maxchunks, sizeof *j->chunks);
@@ -755,10 +834,8 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	j->ctx_patch = sp_item_taskctx(item, st, "desi_patch");
 	if (!j->chunks || !j->chunk0 || !j->normals || !j->normal_last || !j->ctx_patch)
 		return SP_ENOMEM;
-	const size_t n = (size_t)nf_max(pl) * (pl->nwavestep + 2 * pl->wavepad);
 	for (int k = 0; k < j->nnormals; k++)
-		starpu_vector_data_register(&j->normals[k], -1, 0,
-					    (uint32_t)((size_t)j->chunk * (n * n + 2 * n + 1)),
+		starpu_vector_data_register(&j->normals[k], -1, 0, (uint32_t)((size_t)j->chunk * per_patch),
 					    sizeof(double));
 	sp_item_report_num(item, "patches", (double)j->nsubs * pl->npatch_wave);
 	return 0;
@@ -1087,10 +1164,16 @@ static const sp_param_spec_t spots_params[] = {
 	  SPOT(specmin) },
 	{ "nspec", SP_PT_INT, "500", 1, 10000, NULL, "number of spectra", SPOT(nspec) },
 	{ "bundlesize", SP_PT_INT, "25", 1, 1000, NULL, "fibres per bundle", SPOT(bundlesize) },
-	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL, "subbundles per bundle", SPOT(nsubbundles) },
-	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL, "core wavelengths per patch", SPOT(nwavestep) },
-	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL, "padding wavelengths each side (before wavepad_frac)",
-	  SPOT(wavepad) },
+	{ "nsubbundles", SP_PT_INT, "5", 1, 1000, NULL,
+	  "subbundles per bundle (a patch's fibres: a subbundle and a neighbour each side)",
+	  SPOT(nsubbundles) },
+	{ "nwavestep", SP_PT_INT, "50", 1, 10000, NULL,
+	  "core wavelengths per patch; a patch, fibres x (nwavestep + 2 padding), is bounded to "
+	  "about 1 s of decorrelation on one core and 4096 unknowns: at most 500 with 7 fibres a "
+	  "patch, else the item fails naming it (doc/desi.md)", SPOT(nwavestep) },
+	{ "wavepad", SP_PT_INT, "10", 0, 1000, NULL,
+	  "padding wavelengths each side (before wavepad_frac); they count in the patch's bound "
+	  "(nwavestep)", SPOT(wavepad) },
 	{ "wavepad_frac", SP_PT_FLOAT, "0.2", 0, 10, NULL, "extra padding as a fraction of wavepad",
 	  SPOT(wavepad_frac) },
 	{ "pixpad_frac", SP_PT_FLOAT, "0.8", 0, 1, NULL, "fraction of the padding rows in the pixel window",
@@ -1139,21 +1222,83 @@ static const sp_port_spec_t stitch_inputs[] = {
 	{ "rows", "desi.rows", "the patches' rows" },
 };
 
-/* The frame's size on disk, for the check before the run (sp_estimate_t):
- * FLUX, IVAR, MASK, CHI2PIX and 2 ndiag + 1 RESOLUTION diagonals, 4 bytes
- * each per spectrum and bin.  With the PSF's default grid (not known before
- * the PSF is read) the bins are bounded below by half the image's rows
- * (sqrt of its pixels): DESI's cameras have 0.6-0.7 bins per row at 0.8 A. */
+/* Estimates made before the PSF is read take an r camera's spots: 11 x 17
+ * pixels and 4 + 7 x 7 parameters each (hsize 5, 8; Gauss-Hermite degrees
+ * 6, 6). */
+#define EST_SPOT_PIXELS (11.0 * 17.0)
+#define EST_NPAR (4.0 + 7.0 * 7.0)
+
+/* The grid's bins before the PSF is read: wmin .. wmax when both are set,
+ * else bounded below by half the image's rows (sqrt of its pixels): DESI's
+ * cameras have 0.6-0.7 bins per row at 0.8 A. */
+static double est_nwave(const struct spots_params *sp, const sp_estimate_t *e)
+{
+	if (sp->wmin > 0 && sp->wmax >= sp->wmin)
+		return desi_grid_len(sp->wmin, sp->wmax, sp->dw);
+	return 0.5 * sqrt(e->size) * (0.8 / sp->dw);
+}
+
+/* Refuses a decomposition whose patches are too large (desi_plan_check_patch(),
+ * before anything runs: the item fails with the message), and adds what the
+ * parameters grow: the frame on disk (FLUX, IVAR, MASK, CHI2PIX and 2 ndiag + 1
+ * RESOLUTION diagonals, 4 bytes each per spectrum and bin: sp_estimate_t's
+ * out_bytes) and in memory, the spot slots (spot_slots bundles of spots and
+ * corners over the padded axis, nwave + nwavestep + 2 wavepad) and one
+ * bundle's Legendre sums.  The normal equations are desi.patch's. */
 static int spots_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
 {
 	const struct spots_params *sp = st->typed;
-	double nwave = 0.5 * sqrt(e->size);
-	(void)item;
+	char msg[320];
+	if (desi_plan_check_patch((int)sp->nspec, (int)sp->bundlesize, (int)sp->nsubbundles,
+				  (int)sp->nwavestep, (int)sp->wavepad, sp->wavepad_frac, NULL, msg,
+				  sizeof msg) != 0)
+		return sp_seterr(err, SP_EINVAL, "%s: %s", sp_item_path(item), msg);
+	const double nwave = est_nwave(sp, e);
+	const double nfull = nwave + (double)sp->nwavestep +
+			     2.0 * (double)desi_plan_wavepad((int)sp->wavepad, sp->wavepad_frac);
+	const double ns = (double)(sp->bundlesize < sp->nspec ? sp->bundlesize : sp->nspec);
+	const double nbundles = ceil((double)sp->nspec / (double)sp->bundlesize);
+	double slots = sp->spot_slots > 0 ? (double)sp->spot_slots : (double)spots_window();
+	slots = slots < nbundles ? slots : nbundles;
+	const double frame = (double)sp->nspec * nwave * 4.0 * DESI_NFIELD;
+	e->out_bytes += (unsigned long long)frame;
+	e->bytes += (unsigned long long)(frame + slots * ns * nfull * (EST_SPOT_PIXELS * 8.0 + 8.0) +
+					 ns * nfull * EST_NPAR * 8.0);
+	return 0;
+}
+
+/* The normal equations in flight and the decorrelation's work buffers, from
+ * the spots stage's decomposition (its producer): a pool of
+ * normals_pool() buffers of `tile` patches (4 by default, a subbundle's
+ * with GPUs) of n^2 + 2 n + 1 doubles, n = fibres x (nwavestep + 2
+ * wavepad); and each worker's buffers, ~3 n^2 doubles and the chunk's
+ * core blocks (extract_batch.c's, kept by the worker's thread). */
+static int patch_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e, sp_err_t *err)
+{
+	const sp_gstage_t *pst = sp_item_producer(item, st, 0);
 	(void)err;
-	if (sp->wmin > 0 && sp->wmax >= sp->wmin)
-		nwave = desi_grid_len(sp->wmin, sp->wmax, sp->dw);
-	e->out_bytes += (unsigned long long)((double)sp->nspec * nwave * 4.0 *
-					     (4 + 2 * DESI_NDIAG + 1));
+	if (pst == NULL || strcmp(pst->kind->name, "desi.spots") != 0 || pst->typed == NULL)
+		return 0;
+	const struct spots_params *sp = pst->typed;
+	char msg[320];
+	int nmax = 0;
+	if (desi_plan_check_patch((int)sp->nspec, (int)sp->bundlesize, (int)sp->nsubbundles,
+				  (int)sp->nwavestep, (int)sp->wavepad, sp->wavepad_frac, &nmax, msg,
+				  sizeof msg) != 0)
+		return 0; /* desi.spots refuses it */
+	const double m = (double)sp->nwavestep +
+			 2.0 * (double)desi_plan_wavepad((int)sp->wavepad, sp->wavepad_frac);
+	const double n = nmax, ns = (double)(sp->bundlesize < sp->nspec ? sp->bundlesize : sp->nspec);
+	const double nsub = (double)(sp->nsubbundles < ns ? sp->nsubbundles : ns);
+	const double cnf = ceil(ns / nsub);
+	const double npw = ceil(est_nwave(sp, e) / (double)sp->nwavestep);
+	double chunk = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? npw : 4;
+	chunk = chunk < npw ? chunk : npw;
+	const double nchunks = ceil((double)sp->nspec / (double)sp->bundlesize) * nsub * ceil(npw / chunk);
+	const double pool = normals_pool() < nchunks ? normals_pool() : nchunks;
+	const double nworkers = sp_item_nworkers() > 0 ? sp_item_nworkers() : 1;
+	e->bytes += (unsigned long long)(8.0 * (pool * chunk * (n * n + 2 * n + 1) +
+						nworkers * (3 * n * n + chunk * (n + cnf * (m * m + m)))));
 	return 0;
 }
 
@@ -1180,7 +1325,8 @@ const sp_stage_kind_t sp_desi_patch_kind = {
 	SP_KIND_OUTPUTS(patch_outputs),
 	.impl = SP_IMPL_CPU_CUDA,
 	.codelets = "desi_patch",
-	.tile = "patches per task; default 8, a whole subbundle when the run has GPUs",
+	.tile = "patches per task; default 4, a whole subbundle when the run has GPUs",
+	.estimate = patch_estimate,
 	.run = patch_run,
 	.run_tile = patch_tile,
 };

@@ -2,6 +2,7 @@
 #include "extract.h"
 #include "desi_kern.h"
 
+#include "cancel.h"
 #include "cpuisa.h"
 
 #include <float.h>

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sizes.h"
 #include "stage.h"
 #include "desi_glue.h"
 
@@ -90,10 +91,24 @@ static void image_free(sp_value_t *v)
 	free(im);
 }
 
-/* The whole extraction of a frame, from the image's size: DESI_BYTES_PER_PIXEL
- * was measured as peak resident memory over pixels on a full simulated r
- * frame (doc/reliability.md), with a margin. */
-#define DESI_BYTES_PER_PIXEL 40.0
+/* The image and its inverse variances are StarPU vectors of floats: at most
+ * SP_VECTOR_MAX_NX pixels (desi_image_size() bounds each side to an int). */
+static int pixels_check(const char *path, int ny, int nx, sp_err_t *err)
+{
+	if (!sp_vector_nx_ok((size_t)ny * (size_t)nx))
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: %d x %d pixels, more than the %zu a StarPU vector holds", path,
+				 ny, nx, SP_VECTOR_MAX_NX);
+	return 0;
+}
+
+/* What of the extraction follows the image's size (the image, its inverse
+ * variances, the reading): DESI_BYTES_PER_PIXEL is the peak resident memory
+ * of a full simulated r frame less the buffers the parameters grow, which
+ * desi.spots and desi.patch estimate (spot slots, frame, Legendre sums,
+ * normal equations, work buffers: 294 MB at the defaults on 2 workers),
+ * over its pixels, with a margin (doc/reliability.md). */
+#define DESI_BYTES_PER_PIXEL 24.0
 static int image_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
 			  sp_err_t *err)
 {
@@ -104,6 +119,8 @@ static int image_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t 
 		rc = sp_seterr(err, SP_ENOMEM, "out of memory");
 	else
 		rc = desi_image_size(path, &ny, &nx, err);
+	if (rc == 0)
+		rc = pixels_check(path, ny, nx, err);
 	if (rc == 0 && fibermap[0] != '\0')
 		rc = desi_fibermap_check(fibermap, err);
 	free(path);
@@ -134,6 +151,7 @@ static int image_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	/* Sizes now, data by a task: reading frame k+1 overlaps frame k's work. */
 	if (desi_image_size(im->path, &im->img.ny, &im->img.nx, &err) != 0 ||
+	    pixels_check(im->path, im->img.ny, im->img.nx, &err) != 0 ||
 	    (im->fibermap[0] != '\0' && desi_fibermap_check(im->fibermap, &err) != 0))
 		return sp_status_set_err(status, &err);
 	size_t n = (size_t)im->img.ny * (size_t)im->img.nx;

@@ -1,5 +1,6 @@
 /* DESI extraction plan: the decomposition of a frame into bundles and patches. */
 #include "plan.h"
+#include "extract.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -107,4 +108,93 @@ void desi_plan_window(const desi_plan_t *p, const int32_t *xc, const int32_t *yc
 	*nx = x1 > x0 ? x1 - x0 : 0;
 	*ymin = y0;
 	*ny = y1 > y0 ? y1 - y0 : 0;
+}
+
+/* The nominal decorrelation flops of a patch of nf fibres x m padded
+ * wavelengths with core fibres [core_f0, core_f0 + cnf) (extract.h's count;
+ * the spot size, DESI's 11 x 17, adds a negligible term). */
+static double patch_flops(int nf, long long m, int core_f0, int cnf)
+{
+	const desi_patch_t p = { .nfib = nf, .nwave = (int)m, .sy = 11, .sx = 17,
+				 .core_f0 = core_f0, .core_nf = cnf };
+	return desi_decorrelate_flops(&p);
+}
+
+/* Whether a patch of nf fibres x m wavelengths is within the limits. */
+static int patch_fits(int nf, long long m, int core_f0, int cnf)
+{
+	return (long long)nf * m <= DESI_PATCH_MAX_UNKNOWNS && m <= DESI_PATCH_MAX_WAVES &&
+	       patch_flops(nf, m, core_f0, cnf) <= DESI_PATCH_MAX_FLOPS;
+}
+
+/* The most padded wavelengths a patch of nf fibres may have (0: none). */
+static long long patch_max_wave(int nf, int core_f0, int cnf)
+{
+	long long lo = 0, hi = DESI_PATCH_MAX_UNKNOWNS / (nf > 0 ? nf : 1);
+	if (hi > DESI_PATCH_MAX_WAVES)
+		hi = DESI_PATCH_MAX_WAVES;
+	while (lo < hi) { /* the largest m that fits: fits(lo), !fits(hi + 1) */
+		long long mid = lo + (hi - lo + 1) / 2;
+		if (patch_fits(nf, mid, core_f0, cnf))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+int desi_plan_check_patch(int nspec, int bundlesize, int nsubbundles, int nwavestep, int wavepad,
+			  double wavepad_frac, int *nmax, char *msg, int msglen)
+{
+	if (nmax != NULL)
+		*nmax = 0;
+	if (nspec < 1 || bundlesize < 1 || nsubbundles < 1 || nsubbundles > bundlesize ||
+	    nwavestep < 1 || wavepad < 0 || !(wavepad_frac >= 0) || wavepad_frac > 1e6)
+		return 0; /* desi_plan_init() says what is wrong */
+	const long long wp = desi_plan_wavepad(wavepad, wavepad_frac);
+	const long long m = (long long)nwavestep + 2 * wp;
+	/* the first bundle is the largest; its subbundles as the plan splits it */
+	const int ns = bundlesize < nspec ? bundlesize : nspec;
+	desi_plan_t pl = { .nsubbundles = nsubbundles };
+	const int nsub = nsubbundles < ns ? nsubbundles : ns;
+	int wnf = 0, wcf0 = 0, wcnf = 0;
+	double wflops = -1;
+	for (int k = 0; k < nsub; k++) {
+		int c0, nc, f0, nf;
+		desi_plan_subbundle(&pl, ns, k, &c0, &nc, &f0, &nf);
+		/* (a patch beyond the unknowns' limit is refused whatever its flops) */
+		const double fl = (double)nf * (double)m > 1e9 ? INFINITY :
+				  patch_flops(nf, m, c0 - f0, nc);
+		if (fl > wflops || (fl == wflops && nf > wnf)) {
+			wflops = fl;
+			wnf = nf;
+			wcf0 = c0 - f0;
+			wcnf = nc;
+		}
+	}
+	const long long n = (long long)wnf * m;
+	if (nmax != NULL)
+		*nmax = n < 0x7fffffff ? (int)n : 0x7fffffff;
+	if (n <= DESI_PATCH_MAX_UNKNOWNS && m <= DESI_PATCH_MAX_WAVES && wflops <= DESI_PATCH_MAX_FLOPS)
+		return 0;
+	const long long mmax = patch_max_wave(wnf, wcf0, wcnf);
+	const char *why = (long long)wnf * (mmax + 1) > DESI_PATCH_MAX_UNKNOWNS ?
+				  "its normal matrix would take more than 128 MiB" :
+				  "its decorrelation would take more than about 1 s on one core";
+	if (mmax >= 2 * wp + 1) /* a smaller nwavestep fits */
+		snprintf(msg, (size_t)msglen,
+			 "nwavestep %d makes a patch of %d x %lld = %lld unknowns (at most %d x %lld = "
+			 "%lld: %s; lower nwavestep or raise nsubbundles)",
+			 nwavestep, wnf, m, n, wnf, mmax, wnf * mmax, why);
+	else if (2 * wp + 1 <= patch_max_wave(3, 1, 1)) /* fewer fibres would fit */
+		snprintf(msg, (size_t)msglen,
+			 "bundlesize %d and nsubbundles %d make patches of %d fibres x %lld wavelengths "
+			 "= %lld unknowns (at most %d x %lld = %lld: %s; raise nsubbundles)",
+			 bundlesize, nsubbundles, wnf, m, n, wnf, mmax, wnf * mmax, why);
+	else
+		snprintf(msg, (size_t)msglen,
+			 "wavepad %d (wavepad_frac %g: %lld padding wavelengths each side) makes a patch "
+			 "of %d x %lld = %lld unknowns (at most %d x %lld = %lld: %s; lower wavepad)",
+			 wavepad, wavepad_frac, wp, wnf, m, n, wnf, mmax, wnf * mmax, why);
+	return -1;
 }

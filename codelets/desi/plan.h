@@ -36,6 +36,38 @@ int desi_plan_init(desi_plan_t *p, double wmin, double wmax, double dw, int spec
 		   int bundlesize, int nsubbundles, int nwavestep, int wavepad, double wavepad_frac,
 		   double pixpad_frac, char *msg, int msglen);
 
+/* The largest patch a plan may make.  A patch of nfib fibres x m padded
+ * wavelengths has n = nfib m unknowns: its normal matrix takes n^2 doubles
+ * and its decorrelation desi_decorrelate_flops() (extract.h: ~n (2m)^2 for
+ * the band Cholesky and the selected inverse, ~7 m^3 per core fibre).
+ * DESI_PATCH_MAX_FLOPS is about 1 s of one core (doc/desi.md: 0.7 s for 7
+ * fibres x 524 wavelengths, 1.2 s for 7 x 624, measured with the
+ * pipeline's own tasks); DESI_PATCH_MAX_UNKNOWNS bounds the normal matrix
+ * at 128 MiB whatever the fibres; DESI_PATCH_MAX_WAVES bounds m, where the
+ * flops undercount the time (the m x m blocks run at half the rate beyond
+ * ~600: a 3-fibre patch took 0.40 s at m = 600, 0.85 s at 700, 1.45 s at
+ * 770).  gpu_specter's default patch is 7 x 74 = 518 unknowns, 4.8e7
+ * flops. */
+#define DESI_PATCH_MAX_FLOPS 1.6e10
+#define DESI_PATCH_MAX_UNKNOWNS 4096
+#define DESI_PATCH_MAX_WAVES 650
+
+/* Checks the decomposition's largest patch against those limits, from the
+ * parameters alone (the grid does not change a patch): returns 0, or -1
+ * with a one-line reason in msg naming the parameter, its value and the
+ * limit, e.g. "nwavestep 10000 makes a patch of 7 x 10024 = 70168 unknowns
+ * (at most 7 x 527 = 3689: ...)".  *nmax, when not NULL, receives the
+ * largest patch's unknowns (0 when the parameters are invalid). */
+int desi_plan_check_patch(int nspec, int bundlesize, int nsubbundles, int nwavestep, int wavepad,
+			  double wavepad_frac, int *nmax, char *msg, int msglen);
+
+/* Padding wavelengths each side of a patch: wavepad + int(wavepad
+ * wavepad_frac), as desi_plan_init() sets it. */
+static inline long long desi_plan_wavepad(int wavepad, double wavepad_frac)
+{
+	return (long long)wavepad + (long long)(wavepad * wavepad_frac);
+}
+
 /* Wavelength of padded bin i (may be below wmin or above wmax). */
 static inline double desi_plan_fullwave(const desi_plan_t *p, int i)
 {

@@ -14,6 +14,7 @@
 #include <fitsio.h>
 
 #include "fitskey.h"
+#include "cancel.h"
 #include "cpuisa.h"
 
 /*

@@ -110,7 +110,9 @@ static inline desi_spot_shape_t desi_psf_shape(const desi_psf_t *psf)
  * and row of spot pixel [0][0]).  A shape beyond the DESI_PSF_MAX_* limits
  * aborts (desi_psf_read() never makes one); a corner that is not an int32
  * (non-finite X or Y) is INT32_MIN; a spot whose pixels all clip to 0
- * comes out NaN, as the reference's does. */
+ * comes out NaN, as the reference's does.  A stop requested while it runs
+ * (src/base/cancel.h, polled every 1024 spots) leaves the rest unwritten:
+ * the caller then drops the spots (the item is cancelled). */
 void desi_spots_cpu(const double *params, size_t n, desi_spot_shape_t shape, double *spots,
 		    int32_t *xc, int32_t *yc);
 /* The same with the SIMD variant isa of src/base/cpuisa.h (the baseline

@@ -101,6 +101,9 @@ static void PS_FN(spots)(const double *params, size_t n, desi_spot_shape_t shape
 	double gx[MAXD * MAXN], gy[MAXD * MAXN], T[MAXD * MAXN];
 
 	for (size_t s = 0; s < n; s++) {
+		/* a stop (cancel.h): the rest of the spots are not needed */
+		if ((s & 1023) == 0 && sp_cancel_requested())
+			return;
 		const double *p = params + s * (size_t)np;
 		double *spot = spots + s * (size_t)nx * ny;
 

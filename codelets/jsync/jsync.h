@@ -34,6 +34,9 @@
 #include <stdint.h>
 
 #define JSYNC_MAX_N (1 << 20)
+/* The largest N whose rotations, 9 N (N - 1) / 2 doubles, fit one StarPU
+ * vector (src/base/sizes.h: 2^32 - 1 elements); jsync.read refuses more. */
+#define JSYNC_MAX_N_VECTOR 30894
 #define JSYNC_QBITS 40
 
 /* Pair index of (i, j), 0 <= i < j < N. */
@@ -78,7 +81,10 @@ int64_t jsync_first_nonrotation(const double *R, int64_t P, double tol, double *
  * back deviate by about 1e-7. */
 #define JSYNC_ROT_TOL 1e-3
 
-/* ---- CPU kernels (single-threaded) ---- */
+/* ---- CPU kernels (single-threaded) ----
+ * Each polls sp_cancel_requested() (src/base/cancel.h) every 64 pairs and
+ * returns early when a stop was requested: its output is then partial, and
+ * the caller drops it (the item is cancelled). */
 
 /* The choices of every triplet in the runs of pairs [p0, p1) of R, written
  * packed into choices (jsync_choice_bytes(N, p0, p1) bytes). */

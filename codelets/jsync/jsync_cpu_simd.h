@@ -105,6 +105,8 @@ static void JS_FN(best)(const double *R, int64_t N, int64_t p0, int64_t p1,
 		return;
 	jsync_pair_ij(N, p0, &i, &j);
 	for (int64_t p = p0; p < p1; p++) {
+		if (JS_STOPPED(p - p0))
+			return;
 		int64_t L = N - 1 - j;
 		const double *Bp = R + 9 * jsync_pair(N, j, j + 1);
 		const double *Cp = R + 9 * (p + 1);
@@ -186,6 +188,8 @@ static void JS_FN(matvec)(const uint8_t *choices, int64_t N, int64_t p0, int64_t
 		return;
 	jsync_pair_ij(N, p0, &i, &j);
 	for (int64_t p = p0; p < p1; p++) {
+		if (JS_STOPPED(p - p0))
+			return;
 		int64_t L = N - 1 - j, t = 0;
 		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
 		int64_t vij = vq[p];
@@ -215,6 +219,8 @@ static void JS_FN(fused)(const double *R, int64_t N, int64_t p0, int64_t p1,
 		return;
 	jsync_pair_ij(N, p0, &i, &j);
 	for (int64_t p = p0; p < p1; p++) {
+		if (JS_STOPPED(p - p0))
+			return;
 		int64_t L = N - 1 - j, t = 0;
 		int64_t jk = jsync_pair(N, j, j + 1), ik = p + 1;
 		int64_t vij = vq[p];

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "npy.h"
 #include "rng.h"
 #include "stage.h"
@@ -31,6 +32,8 @@ static void matvec_cpu(void *buffers[], void *cl_arg)
 	jsync_matvec_cpu((const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
 			 (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			 (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]));
+	if (sp_cancel_requested()) /* it may have stopped early: the product is partial */
+		sp_status_set(a->ctx->status, SP_ECANCELED, "%s: cancelled", a->ctx->kernel);
 }
 
 static void fused_cpu(void *buffers[], void *cl_arg)
@@ -41,6 +44,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
 	jsync_matvec_fused_cpu((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
 			       (const int64_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			       (int64_t *)STARPU_VECTOR_GET_PTR(buffers[2]));
+	if (sp_cancel_requested())
+		sp_status_set(a->ctx->status, SP_ECANCELED, "%s: cancelled", a->ctx->kernel);
 }
 
 static void zero_cpu(void *buffers[], void *cl_arg)
@@ -296,6 +301,16 @@ static int power_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	}
 
 	while (it < max_iters && res > eps) {
+		/* a stop between two products (each product's tasks poll it too) */
+		if (sp_status_failed(status)) {
+			ret = status->code;
+			break;
+		}
+		if (sp_cancel_requested()) {
+			ret = sp_status_set(status, SP_ECANCELED, "%s: cancelled at iteration %lld",
+					    sp_item_path(item), it);
+			break;
+		}
 		starpu_data_acquire(vh, STARPU_W);
 		int e = jsync_quantize(v, P, vq);
 		starpu_data_release(vh);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "npy.h"
+#include "sizes.h"
 #include "stage.h"
 #include "jsync_glue.h"
 
@@ -77,6 +78,14 @@ static int read_header(const char *path, sp_npy_t *npy, int64_t *N_out, int64_t 
 	if (N > JSYNC_MAX_N)
 		return sp_seterr(err, SP_ESHAPE, "%s: N = %lld images is more than the %d supported",
 				 path, (long long)N, JSYNC_MAX_N);
+	/* the rotations are one StarPU vector of 9 P doubles */
+	size_t nr;
+	if (sp_mul_size((size_t)P, 9, &nr) || !sp_vector_nx_ok(nr))
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: N = %lld images make %lld pairs, 9 x %lld rotation entries: more "
+				 "than the %zu values a StarPU vector holds (N <= %d)",
+				 path, (long long)N, (long long)P, (long long)P, SP_VECTOR_MAX_NX,
+				 JSYNC_MAX_N_VECTOR);
 	*N_out = N;
 	*P_out = P;
 	return 0;

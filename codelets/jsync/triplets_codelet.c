@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
+#include "sizes.h"
 #include "stage.h"
 #include "jsync_glue.h"
 #ifdef SP_HAVE_CUDA
@@ -44,6 +46,8 @@ static void best_cpu(void *buffers[], void *cl_arg)
 		return;
 	jsync_best_cpu((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), a->N, a->p0, a->p1,
 		       (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]));
+	if (sp_cancel_requested()) /* it may have stopped early: the choices are partial */
+		sp_status_set(a->ctx->status, SP_ECANCELED, "%s: cancelled", a->ctx->kernel);
 }
 
 #ifdef SP_HAVE_CUDA
@@ -85,10 +89,16 @@ static void triplets_free(sp_value_t *v)
 #define JSYNC_CHUNKS_PER_WORKER 8
 #define JSYNC_CHUNKS_PER_CUDA_WORKER 4
 #define JSYNC_MIN_CHUNK_TRIPLETS (1 << 16)
+/* A chunk's stored choices are one StarPU vector of bytes (at most
+ * SP_VECTOR_MAX_NX): the default split makes chunks of at most 1 GiB of
+ * choices (N = 12,000 stored: 72 GB in 67 chunks or more). */
+#define JSYNC_MAX_CHUNK_CHOICE_BYTES ((size_t)1 << 30)
 
 static size_t auto_chunks(int64_t N, unsigned where)
 {
 	int64_t T = jsync_ntriplets(N);
+	const size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
+	const size_t least = (bytes + JSYNC_MAX_CHUNK_CHOICE_BYTES - 1) / JSYNC_MAX_CHUNK_CHOICE_BYTES;
 	unsigned ncuda = where == 0 || (where & SP_IMPL_CUDA) ? sp_item_ncuda_workers() : 0;
 	size_t n = ncuda > 0 ? (size_t)ncuda * JSYNC_CHUNKS_PER_CUDA_WORKER
 			     : (size_t)sp_item_nworkers() * JSYNC_CHUNKS_PER_WORKER;
@@ -96,6 +106,8 @@ static size_t auto_chunks(int64_t N, unsigned where)
 		n = 1;
 	if ((int64_t)n > T / JSYNC_MIN_CHUNK_TRIPLETS)
 		n = (size_t)(T / JSYNC_MIN_CHUNK_TRIPLETS);
+	if (n < least)
+		n = least;
 	return n < 1 ? 1 : n;
 }
 
@@ -106,7 +118,9 @@ struct triplets_params {
 	unsigned long long memory_budget;
 };
 
-/* The 2-bit triplet choices, when they are stored. */
+/* The 2-bit triplet choices, when they are stored, and per chunk its bounds,
+ * argument and handle (a tile: of up to P chunks; the power stage copies
+ * the arguments). */
 static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t *e,
 			     sp_err_t *err)
 {
@@ -117,6 +131,11 @@ static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate
 	size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
 	if (tp->store == STORE_STORE || (tp->store == STORE_AUTO && bytes <= tp->memory_budget))
 		e->bytes += bytes;
+	double chunks = st->tile > 0 ? (double)st->tile : (double)auto_chunks(N, st->where);
+	if (chunks > (double)jsync_npairs(N))
+		chunks = (double)jsync_npairs(N);
+	e->bytes += (unsigned long long)(chunks * (sizeof(int64_t) + 2 * sizeof(jsync_chunk_arg_t) +
+						   sizeof(starpu_data_handle_t)));
 	return 0;
 }
 
@@ -136,6 +155,8 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	t->N = r->N;
 
 	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(r->N, st->where);
+	if (want > (size_t)jsync_npairs(r->N)) /* a chunk holds whole runs: at most P */
+		want = (size_t)jsync_npairs(r->N);
 	t->bounds = malloc((want + 1) * sizeof *t->bounds);
 	if (t->bounds == NULL)
 		return SP_ENOMEM;
@@ -162,6 +183,19 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	if (t->recompute)
 		return 0; /* the power stage's products recompute the choices */
 
+	size_t most = 0; /* the largest chunk's choices: one StarPU vector */
+	for (size_t c = 0; c < t->nchunks; c++) {
+		size_t nb = jsync_choice_bytes(r->N, t->bounds[c], t->bounds[c + 1]);
+		most = nb > most ? nb : most;
+	}
+	if (!sp_vector_nx_ok(most))
+		return sp_status_set(sp_item_status(item), SP_EINVAL,
+				     "%s: stage '%s': tile %d makes chunks of up to %zu bytes of triplet "
+				     "choices, more than the %zu a StarPU vector holds; raise tile "
+				     "(at least %zu) or set store=recompute",
+				     sp_item_path(item), st->name, st->tile, most, SP_VECTOR_MAX_NX,
+				     (bytes + JSYNC_MAX_CHUNK_CHOICE_BYTES - 1) /
+					     JSYNC_MAX_CHUNK_CHOICE_BYTES);
 	t->h = calloc(t->nchunks, sizeof *t->h);
 	if (t->h == NULL)
 		return SP_ENOMEM;
@@ -199,7 +233,8 @@ const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.help = "Best J-configuration of every triplet",
 	SP_KIND_PARAMS(triplets_params),
 	.params_size = sizeof(struct triplets_params),
-	.tile = "chunk tasks over ranges of pairs; default 8 per worker, 4 per CUDA worker where there are some",
+	.tile = "chunk tasks over ranges of pairs; default 8 per worker, 4 per CUDA worker where there "
+		"are some (and chunks of at most 1 GiB of stored choices)",
 	SP_KIND_INPUTS(triplets_inputs),
 	SP_KIND_OUTPUTS(triplets_outputs),
 	.impl = SP_IMPL_CPU_CUDA,

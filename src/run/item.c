@@ -95,6 +95,13 @@ const char *sp_item_path(const sp_item_t *item) { return item->path; }
 size_t sp_item_index(const sp_item_t *item) { return item->index; }
 sp_status_t *sp_item_status(sp_item_t *item) { return &item->status; }
 
+const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *stage, size_t input)
+{
+	if (input >= stage->kind->ninputs || stage->inputs[input].stage >= item->g->nstages)
+		return NULL;
+	return &item->g->stages[stage->inputs[input].stage];
+}
+
 char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name)
 {
 	const sp_gparam_t *p = sp_gstage_param(stage, name);

@@ -210,6 +210,12 @@ sp_status_t *sp_item_status(sp_item_t *item);
  * ${index} expanded (malloc'd; NULL on ENOMEM). */
 char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name);
 
+/* The stage of the item's graph whose output feeds input `input` of
+ * `stage` (NULL when there is no such input), e.g. for an estimate that
+ * needs its producer's parameters (sp_stage_estimate_fn): the caller checks
+ * its kind before reading its typed parameters. */
+const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *stage, size_t input);
+
 /* An item's large buffers (a micrograph and APPLE's images, moments,
  * spectra, responses and masks; a frame's pixels and model):
  * sp_item_buffer_get() is starpu_malloc() (pinned host memory where there
