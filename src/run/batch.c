@@ -527,7 +527,7 @@ static size_t batch_inflight(const struct sp_batch *b)
 			"more than the %s %s\n",
 			n, sp__human_bytes(need, nb, sizeof nb), used,
 			sp__human_bytes(limit, lb, sizeof lb),
-			b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
+			b->opts->memory_limit ? "of --memory-limit" : "this machine has (or its cgroup, or ulimit -v beyond the program)");
 	if (b->opts->verbose) {
 		fprintf(stderr, "[starpipe] %zu item(s) in flight%s", n,
 			sp_cluster_size() > 1 ? " per rank" : "");

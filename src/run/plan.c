@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -303,6 +304,17 @@ unsigned long long sp_run_machine_memory(void)
 	}
 	if (f != NULL)
 		fclose(f);
+	/* ulimit -v: the address space left once the program and its workers'
+	 * threads are in place (sp_runtime_min_address_space_mib) */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		unsigned long long as = (unsigned long long)rl.rlim_cur,
+				   floor = (unsigned long long)sp_runtime_min_address_space_mib(
+						   (int)starpu_worker_get_count() + 4) << 20;
+		as = as > floor ? as - floor : 0;
+		if (mem == 0 || as < mem)
+			mem = as;
+	}
 	return mem;
 }
 
@@ -475,7 +487,7 @@ void sp__plan_item(struct sp_batch *b, sp_item_t *it)
 			       "%s: needs about %s of memory (estimated from its header), more than "
 			       "the %s %s; refused before running",
 			       it->path, sp__human_bytes(need, nb, sizeof nb), sp__human_bytes(limit, lb, sizeof lb),
-			       b->opts->memory_limit ? "of --memory-limit" : "this machine (or its cgroup) has");
+			       b->opts->memory_limit ? "of --memory-limit" : "this machine has (or its cgroup, or ulimit -v beyond the program)");
 	if (rc == 0)
 		rc = plan_output_space(it, out_need, &err);
 	if (rc != 0) {

@@ -70,7 +70,8 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 void sp_run_result_free(sp_run_result_t *res);
 
 /* The memory an item may use by default: physical memory, or the cgroup's
- * limit (Slurm's --mem) when it is lower. */
+ * limit (Slurm's --mem) or the address space that ulimit -v leaves beyond
+ * the program's floor, when lower. */
 unsigned long long sp_run_machine_memory(void);
 
 /* Interrupts the running batch (call from a signal-handling thread, not a
