@@ -1,9 +1,10 @@
 /* Every stage kind a graph file may use: one line per kind, sorted by name. */
-#include "stage.h"
+#include "kinds.h"
 
 /*
  * DESIGN: the kinds live beside their codelets (codelets/<pipeline>/); this
- * list is all that src/ knows of them, through sp_stage_kinds(), so src/
+ * list is all that src/ knows of them, handed to the graph loader in the
+ * registry that the command line builds (src/cli/registry.c), so src/graph
  * builds and is tested with another list (tests/test_graph.c) and without
  * StarPU.  Adding a kind is one line here (doc/stage-kinds.md); the list
  * must stay sorted by name, which sp_stage_find()'s binary search needs and
@@ -37,7 +38,7 @@ SP_KINDS(SP__DECLARE)
 #define SP__ENTRY(k) &sp_##k##_kind,
 static const sp_stage_kind_t *const kinds[] = { SP_KINDS(SP__ENTRY) };
 
-const sp_stage_kind_t *const *sp_stage_kinds(size_t *n)
+const sp_stage_kind_t *const *sp_codelets_kinds(size_t *n)
 {
 	*n = sizeof kinds / sizeof kinds[0];
 	return kinds;

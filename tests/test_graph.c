@@ -23,7 +23,7 @@ static sp_graph_t *load(const char *text, sp_diag_t *d, int *rc)
 {
 	sp_graph_t *g = NULL;
 	sp_diag_init(d, "t.yaml");
-	*rc = sp_graph_load_string("t.yaml", text, NULL, 0, &g, d);
+	*rc = sp_graph_load_string("t.yaml", text, NULL, 0, &sp_test_registry, &g, d);
 	return g;
 }
 
@@ -36,10 +36,10 @@ static const char *first_msg(const sp_diag_t *d)
 static void test_find(void **state)
 {
 	(void)state;
-	assert_ptr_equal(sp_stage_find("t.src"), &sp_test_src_kind);
-	assert_ptr_equal(sp_stage_find("t.sink"), &sp_test_sink_kind);
-	assert_null(sp_stage_find("t.none"));
-	assert_null(sp_stage_find(""));
+	assert_ptr_equal(sp_stage_find(&sp_test_registry, "t.src"), &sp_test_src_kind);
+	assert_ptr_equal(sp_stage_find(&sp_test_registry, "t.sink"), &sp_test_sink_kind);
+	assert_null(sp_stage_find(&sp_test_registry, "t.none"));
+	assert_null(sp_stage_find(&sp_test_registry, ""));
 }
 
 /* Values are parsed once into the typed struct; stage keys into the stage. */
@@ -161,8 +161,8 @@ static void test_chain(void **state)
 static void test_registry_types(void **state)
 {
 	(void)state;
-	size_t n, seen = 0;
-	const sp_stage_kind_t *const *k = sp_stage_kinds(&n);
+	size_t n = sp_test_registry.nkinds, seen = 0;
+	const sp_stage_kind_t *const *k = sp_test_registry.kinds;
 	for (size_t i = 0; i < n; i++) {
 		if (i > 0)
 			assert_true(strcmp(k[i - 1]->name, k[i]->name) < 0);
@@ -186,7 +186,7 @@ static void test_fuzz_seeds(void **state)
 		snprintf(path, sizeof path, "%s/tests/fuzz/graphs/%s", top != NULL ? top : ".",
 			 seeds[i]);
 		sp_diag_init(&d, path);
-		int rc = sp_graph_load(path, NULL, 0, &g, &d);
+		int rc = sp_graph_load(path, NULL, 0, &sp_test_registry, &g, &d);
 		if (rc != 0)
 			sp_diag_print(&d, stderr);
 		assert_int_equal(rc, 0);
@@ -384,7 +384,7 @@ static void test_param_set_reaches(void **state)
 	sp_diag_t d;
 	sp_graph_t *g = NULL;
 	sp_diag_init(&d, "t.yaml");
-	int rc = sp_graph_load_string("t.yaml", text, set, 2, &g, &d);
+	int rc = sp_graph_load_string("t.yaml", text, set, 2, &sp_test_registry, &g, &d);
 	assert_int_equal(rc, 0);
 	assert_int_equal(((const struct src_params *)g->stages[0].typed)->n, 11);
 	assert_string_equal(sp_gstage_param(&g->stages[1], "label")->text, "x-${stem}");
@@ -394,7 +394,7 @@ static void test_param_set_reaches(void **state)
 	/* a bad --set value is reported at the variable, naming the stage */
 	const sp_var_t bad[] = { { "n", "0" } };
 	sp_diag_init(&d, "t.yaml");
-	rc = sp_graph_load_string("t.yaml", text, bad, 1, &g, &d);
+	rc = sp_graph_load_string("t.yaml", text, bad, 1, &sp_test_registry, &g, &d);
 	assert_int_equal(rc, SP_EGRAPH);
 	assert_string_equal(first_msg(&d), "parameter 'n' of 't.src' (stage 'a', from variable 'n'): "
 					   "expected an integer in [1, 1000], got '0'");

@@ -49,18 +49,18 @@ const sp_stage_kind_t sp_test_sink_kind = {
 static const sp_stage_kind_t *const test_kinds[] = { &sp_test_map_kind, &sp_test_sink_kind,
 						     &sp_test_src_kind };
 
-const sp_stage_kind_t *const *sp_stage_kinds(size_t *n)
-{
-	*n = sizeof test_kinds / sizeof test_kinds[0];
-	return test_kinds;
-}
-
 /* The graph checks `runtime: scheduler:` against StarPU's schedulers; here,
  * without StarPU, two names. */
-int sp_runtime_check_sched(const char *name, char *msg, size_t len)
+static int check_sched(const char *name, char *msg, size_t len)
 {
 	if (strcmp(name, "auto") == 0 || strcmp(name, "lws") == 0)
 		return 0;
 	snprintf(msg, len, "unknown scheduler '%s'", name);
 	return -1;
 }
+
+const sp_registry_t sp_test_registry = {
+	.kinds = test_kinds,
+	.nkinds = sizeof test_kinds / sizeof test_kinds[0],
+	.check_sched = check_sched,
+};

@@ -20,4 +20,7 @@ extern const sp_stage_kind_t sp_test_src_kind;  /* t.src: file, n, x, mode, flag
 extern const sp_stage_kind_t sp_test_map_kind;  /* t.map: in -> out; label, log (optional output) */
 extern const sp_stage_kind_t sp_test_sink_kind; /* t.sink: in; tiles */
 
+/* The three kinds, and a scheduler check that knows "auto" and "lws". */
+extern const sp_registry_t sp_test_registry;
+
 #endif

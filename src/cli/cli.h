@@ -54,6 +54,11 @@ extern const char cli_usage_text[];
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* cmd_info.c: starpipe list, starpipe models [GRAPH]. */
+/* The stage kinds of the pipelines and the runtime's scheduler check, for
+ * sp_graph_load() (src/cli/registry.c): the layers below are handed what
+ * they need of those above, and call nothing up. */
+const sp_registry_t *cli_registry(void);
+
 int cli_cmd_list(void);
 int cli_cmd_models(const struct cli *c);
 

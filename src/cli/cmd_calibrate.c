@@ -338,7 +338,7 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 				       "must measure");
 	}
 	sp_diag_init(&d, cl->graph);
-	if (sp_graph_load(cl->graph, cl->vars, cl->nvars, &g, &d) != 0) {
+	if (sp_graph_load(cl->graph, cl->vars, cl->nvars, cli_registry(), &g, &d) != 0) {
 		sp_diag_print(&d, stderr);
 		sp_diag_free(&d);
 		free(cargv);
@@ -422,7 +422,7 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 	}
 	cargv[n] = NULL;
 
-	c.nsyms = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
+	c.nsyms = sp_graph_codelets(NULL, g, syms, sizeof syms / sizeof syms[0]);
 	c.syms = (const char *const *)syms;
 	c.dir = cl->rt[SP_RT_PERFMODEL_DIR] != NULL ? cl->rt[SP_RT_PERFMODEL_DIR]
 						       : sp_graph_runtime(g, "perfmodel_dir");

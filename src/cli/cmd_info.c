@@ -42,8 +42,8 @@ static void print_params(const sp_param_spec_t *p, size_t n)
 
 int cli_cmd_list(void)
 {
-	size_t n;
-	const sp_stage_kind_t *const *k = sp_stage_kinds(&n);
+	const sp_stage_kind_t *const *k = cli_registry()->kinds;
+	size_t n = cli_registry()->nkinds;
 	for (size_t i = 0; i < n; i++) {
 		printf("%s  (%s%s%s)\n  %s\n", k[i]->name, (k[i]->impl & SP_IMPL_CPU) ? "CPU" : "",
 		       (k[i]->impl & SP_IMPL_CPU) && (k[i]->impl & SP_IMPL_CUDA) ? "+" : "",
@@ -87,7 +87,7 @@ int cli_cmd_models(const struct cli *c)
 	if (c->graph != NULL) {
 		sp_diag_t d;
 		sp_diag_init(&d, c->graph);
-		if (sp_graph_load(c->graph, c->vars, c->nvars, &g, &d) != 0) {
+		if (sp_graph_load(c->graph, c->vars, c->nvars, cli_registry(), &g, &d) != 0) {
 			sp_diag_print(&d, stderr);
 			sp_diag_free(&d);
 			return EXIT_USAGE;
@@ -96,7 +96,7 @@ int cli_cmd_models(const struct cli *c)
 		if (dir == NULL)
 			dir = sp_graph_runtime(g, "perfmodel_dir");
 	}
-	n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
+	n = sp_graph_codelets(cli_registry(), g, syms, sizeof syms / sizeof syms[0]);
 	/* StarPU reads the node type's files, and so does the flagging of
 	 * tools/sim-node's entries */
 	const char *from = sp_runtime_node_type(c->node_type, nt, sizeof nt);

@@ -99,7 +99,7 @@ int main(int argc, char **argv)
 		goto out;
 
 	sp_diag_init(&d, c.graph);
-	int ret = sp_graph_load(c.graph, c.vars, c.nvars, &g, &d);
+	int ret = sp_graph_load(c.graph, c.vars, c.nvars, cli_registry(), &g, &d);
 	if (ret != 0) {
 		if (sp_cluster_rank() == 0) /* MPI: one copy of the diagnostics */
 			sp_diag_print(&d, stderr);

@@ -61,6 +61,7 @@ typedef struct {
 	yaml_document_t *doc;
 	sp_diag_t *d;
 	sp_graph_t *g;
+	const sp_registry_t *reg; /* the kinds, the scheduler check */
 	var_t *vars;
 	size_t nvars;
 	smap_t var_index;       /* vars by name */
@@ -732,7 +733,8 @@ static void load_runtime(ctx_t *c, yaml_node_t *map)
 			/* A scheduler StarPU does not know is an error here, not
 			 * StarPU's warning and fallback at run time. */
 			if (strcmp(names[i], "scheduler") == 0 && c->g->runtime[i].loc.line != 0 &&
-			    sp_runtime_check_sched(c->g->runtime[i].text, msg, sizeof msg) != 0)
+			    c->reg->check_sched != NULL &&
+			    c->reg->check_sched(c->g->runtime[i].text, msg, sizeof msg) != 0)
 				sp_diag_add(c->d, c->g->runtime[i].loc, "%s: %s", what, msg);
 		}
 	}
@@ -798,10 +800,10 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		return;
 	}
 	ts->ok = 1;
-	kind = sp_stage_find(sval(uses));
+	kind = sp_stage_find(c->reg, sval(uses));
 	if (kind == NULL) {
-		size_t nk;
-		const sp_stage_kind_t *const *kinds = sp_stage_kinds(&nk);
+		size_t nk = c->reg->nkinds;
+		const sp_stage_kind_t *const *kinds = c->reg->kinds;
 		const char **names = sp__xcalloc(nk, sizeof *names);
 
 		for (size_t i = 0; i < nk; i++)
@@ -1269,7 +1271,7 @@ static void load_root(ctx_t *c, yaml_node_t *root, const sp_var_t *set, size_t n
 }
 
 static int load_text(const char *path, const char *text, size_t len, const sp_var_t *vars,
-		     size_t nvars, sp_graph_t **out, sp_diag_t *diag)
+		     size_t nvars, const sp_registry_t *reg, sp_graph_t **out, sp_diag_t *diag)
 {
 	yaml_parser_t p;
 	yaml_document_t doc;
@@ -1296,8 +1298,10 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 
 	c.doc = &doc;
 	c.d = diag;
+	c.reg = reg;
 	c.g = sp__xcalloc(1, sizeof *c.g);
 	c.g->file = sp__xstrdup(path);
+	c.g->reg = reg;
 	root = yaml_document_get_root_node(&doc);
 	if (root == NULL || is_null(root)) {
 		sp_loc_t l = { 1, 1 };
@@ -1346,12 +1350,12 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 }
 
 int sp_graph_load_string(const char *path, const char *text, const sp_var_t *vars,
-			 size_t nvars, sp_graph_t **out, sp_diag_t *diag)
+			 size_t nvars, const sp_registry_t *reg, sp_graph_t **out, sp_diag_t *diag)
 {
-	return load_text(path, text, strlen(text), vars, nvars, out, diag);
+	return load_text(path, text, strlen(text), vars, nvars, reg, out, diag);
 }
-int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph_t **out,
-		  sp_diag_t *diag)
+int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, const sp_registry_t *reg,
+		  sp_graph_t **out, sp_diag_t *diag)
 {
 	sp_loc_t none = { 0, 0 };
 	sp_err_t oerr = { 0 };
@@ -1390,7 +1394,7 @@ int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars, sp_graph
 		return SP_EIO;
 	}
 	fclose(f);
-	rc = load_text(path, b.s != NULL ? b.s : "", b.len, vars, nvars, out, diag);
+	rc = load_text(path, b.s != NULL ? b.s : "", b.len, vars, nvars, reg, out, diag);
 	free(b.s);
 	return rc;
 }

@@ -93,22 +93,25 @@ typedef struct sp_graph {
 	char **var_names;     /* `params:` section, after --set */
 	char **var_values;
 	size_t nvars;
+	const sp_registry_t *reg; /* what it was loaded against */
 } sp_graph_t;
 
 /* The largest graph file sp_graph_load() reads (bytes). */
 #define SP_GRAPH_MAX_BYTES (16 << 20)
 
 /* Loads and validates `path`.  vars are the command line's --set values (a
- * name not declared in `params:` is an error).  On success returns 0 and
+ * name not declared in `params:` is an error); reg the stage kinds and the
+ * scheduler check it is validated against (kept in the graph: it must
+ * outlive it).  On success returns 0 and
  * *out; otherwise SP_EGRAPH (or SP_ENOENT/SP_EIO when the file cannot be
  * read) and every problem found is in diag (which must be initialised with
  * sp_diag_init; it also receives the file's text). */
 int sp_graph_load(const char *path, const sp_var_t *vars, size_t nvars,
-		  sp_graph_t **out, sp_diag_t *diag);
+		  const sp_registry_t *reg, sp_graph_t **out, sp_diag_t *diag);
 
 /* Same, from text in memory; `path` is used in messages only. */
 int sp_graph_load_string(const char *path, const char *text, const sp_var_t *vars,
-			 size_t nvars, sp_graph_t **out, sp_diag_t *diag);
+			 size_t nvars, const sp_registry_t *reg, sp_graph_t **out, sp_diag_t *diag);
 
 void sp_graph_free(sp_graph_t **g);
 
@@ -158,11 +161,12 @@ void sp_graph_dot(const sp_graph_t *g, FILE *f);
 /* The stage parameter `name` of st (its spec must exist: asserts). */
 const sp_gparam_t *sp_gstage_param(const sp_gstage_t *st, const char *name);
 
-/* The perf-model symbols of the codelets of g's stages (of every kind when g
- * is NULL: `starpipe models` without a graph), each once, in the kinds' order:
+/* The perf-model symbols of the codelets of g's stages (of every kind of reg
+ * when g is NULL: `starpipe models` without a graph; g's own registry
+ * otherwise, reg may be NULL), each once, in the kinds' order:
  * up to cap of them into syms, malloc'd (the caller frees each); returns
  * how many.  A kind lists its symbols space-separated (its `codelets`). */
-size_t sp_graph_codelets(const sp_graph_t *g, char **syms, size_t cap);
+size_t sp_graph_codelets(const sp_registry_t *reg, const sp_graph_t *g, char **syms, size_t cap);
 
 /* The runtime: parameter `name` of g. */
 const char *sp_graph_runtime(const sp_graph_t *g, const char *name);

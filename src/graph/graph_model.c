@@ -161,10 +161,12 @@ static size_t add_symbols(const char *list, char **syms, size_t n, size_t cap)
 	return n;
 }
 
-size_t sp_graph_codelets(const sp_graph_t *g, char **syms, size_t cap)
+size_t sp_graph_codelets(const sp_registry_t *reg, const sp_graph_t *g, char **syms, size_t cap)
 {
-	size_t nk, n = 0;
-	const sp_stage_kind_t *const *k = sp_stage_kinds(&nk);
+	if (g != NULL)
+		reg = g->reg;
+	size_t nk = reg->nkinds, n = 0;
+	const sp_stage_kind_t *const *k = reg->kinds;
 	for (size_t i = 0; i < nk; i++) {
 		int used = g == NULL;
 		for (size_t s = 0; g != NULL && s < g->nstages; s++)

@@ -14,16 +14,17 @@
 
 /*
  * DESIGN: the kinds themselves live beside their codelets and are listed by
- * codelets/kinds.c (sp_stage_kinds()); this file only searches that list.
+ * codelets/kinds.c; the registry handed to the graph loader carries that
+ * list, and this file only searches it.
  * Parameter values are kept as text everywhere (graph files, --set,
  * defaults) and checked here once, so the validator, `starpipe list` and
  * the stages agree on what a value means.
  */
 
-const sp_stage_kind_t *sp_stage_find(const char *name)
+const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name)
 {
-	size_t lo = 0, hi;
-	const sp_stage_kind_t *const *kinds = sp_stage_kinds(&hi);
+	size_t lo = 0, hi = reg->nkinds;
+	const sp_stage_kind_t *const *kinds = reg->kinds;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;

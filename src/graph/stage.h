@@ -157,12 +157,23 @@ typedef struct sp_stage_kind {
 #define SP_KIND_INPUTS(a) .inputs = (a), .ninputs = SP__NELEMS(a)
 #define SP_KIND_OUTPUTS(a) .outputs = (a), .noutputs = SP__NELEMS(a)
 
-/* All registered kinds, sorted by name; *n receives their number.  Defined
- * by codelets/kinds.c in the program, by a test's own list in unit tests. */
-const sp_stage_kind_t *const *sp_stage_kinds(size_t *n);
+/*
+ * The registry: what the graph layer knows of the layers above it, passed
+ * in by whoever loads a graph (the command line builds it from
+ * codelets/kinds.h and the runtime; a unit test from its own kinds), so
+ * that this layer calls nothing above it.
+ */
+typedef struct sp_registry {
+	const sp_stage_kind_t *const *kinds; /* sorted by name */
+	size_t nkinds;
+	/* Whether `name` is a scheduler the runtime knows ("auto" and "" are):
+	 * 0, or -1 with a one-line reason in msg (len bytes; 1024 holds a list
+	 * of schedulers).  NULL: every name is taken. */
+	int (*check_sched)(const char *name, char *msg, size_t len);
+} sp_registry_t;
 
-/* The kind called `name`, or NULL (binary search of sp_stage_kinds()). */
-const sp_stage_kind_t *sp_stage_find(const char *name);
+/* The kind called `name` in reg, or NULL (binary search). */
+const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name);
 
 /* The parameters accepted by a graph's `runtime:` section (and the
  * command line's --sched, --ncpus ...), typed as stage parameters are. */
@@ -184,14 +195,6 @@ typedef struct sp_runtime_params {
 } sp_runtime_params_t;
 extern const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS];
 extern const size_t sp_runtime_nparams;
-
-/* Whether `name` is a scheduler this StarPU knows ("auto" and "" are):
- * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
- * list of schedulers).  StarPU only warns about an unknown one, and falls
- * back; the graph loader and the command line refuse it.  Defined by the
- * run layer (src/run/runtime.c) in the program, by a test's own in unit
- * tests: the graph layer links without StarPU. */
-int sp_runtime_check_sched(const char *name, char *msg, size_t len);
 
 /* Checks `text` against a parameter spec.  Returns 0, or SP_EINVAL with a
  * message such as "expected an integer in [1, 100000], got '0'" in msg. */

@@ -508,7 +508,7 @@ static int symbol_calibrated(const char *symbol, unsigned min)
 void sp__models_census(const sp_graph_t *g)
 {
 	char *syms[256];
-	size_t n = sp_graph_codelets(g, syms, sizeof syms / sizeof syms[0]);
+	size_t n = sp_graph_codelets(NULL, g, syms, sizeof syms / sizeof syms[0]);
 	unsigned min = sp_runtime_calibration_minimum();
 
 	sp__rt.ncodelets = n;

@@ -57,10 +57,15 @@ const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len);
 
 /* Checks before StarPU starts (StarPU aborts on a perf-model "folder" that
  * is a file): returns 0, or -1 with a one-line reason in msg.  A folder
- * that does not exist yet is valid (it is created).  The scheduler's check,
- * sp_runtime_check_sched(), is declared in stage.h: the graph loader uses
- * it too. */
+ * that does not exist yet is valid (it is created). */
 int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
+
+/* Whether `name` is a scheduler this StarPU knows ("auto" and "" are):
+ * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
+ * list of schedulers).  StarPU only warns about an unknown one, and falls
+ * back; the command line refuses it, and hands it to the graph loader in
+ * its registry (stage.h) for the graph's `runtime: scheduler:`. */
+int sp_runtime_check_sched(const char *name, char *msg, size_t len);
 
 /* Number of CPU / CUDA workers of the session. */
 unsigned sp_runtime_ncpu_workers(void);

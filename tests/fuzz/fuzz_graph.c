@@ -1,5 +1,6 @@
 /* libFuzzer target for the graph-file loader. */
 #include "graph.h"
+#include "../test_kinds.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	sp_diag_init(&d, "fuzz.yaml");
-	if (sp_graph_load_string("fuzz.yaml", text, vars, size % 3, &g, &d) == 0) {
+	if (sp_graph_load_string("fuzz.yaml", text, vars, size % 3, &sp_test_registry, &g, &d) == 0) {
 		sp_graph_dot(g, null);
 		for (size_t i = 0; i < g->nstages; i++)
 			for (size_t j = 0; j < g->stages[i].kind->nparams; j++) {
