@@ -143,6 +143,8 @@ static struct {
 } pool[SP_ITEM_POOL];
 static int npool;
 static starpu_pthread_mutex_t pool_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+static int drain_hooked; /* the runtime calls drain_hook at its shutdown; under pool_lock */
+static void drain_hook(void);
 
 int sp_item_buffer_get(void **p, size_t bytes)
 {
@@ -173,6 +175,8 @@ void sp_item_buffer_put(void *p, size_t bytes)
 		return;
 	starpu_pthread_mutex_lock(&pool_lock);
 	if (bytes >= ((size_t)1 << 20) && npool < SP_ITEM_POOL) {
+		if (!drain_hooked)
+			drain_hooked = sp_runtime_at_shutdown(drain_hook) == 0;
 		pool[npool].p = p;
 		pool[npool].bytes = bytes;
 		npool++;
@@ -183,8 +187,10 @@ void sp_item_buffer_put(void *p, size_t bytes)
 		starpu_free(p);
 }
 
-/* Frees the buffers kept (runtime.c, before starpu_shutdown: pinned
- * memory is StarPU's to free).  Returns how many there were. */
+/* Frees the buffers kept.  Pinned memory is StarPU's to free, so the
+ * runtime calls it before StarPU stops (sp_runtime_at_shutdown, hooked when
+ * the first buffer is kept); a buffer kept with the hook unregistered
+ * (out of room) is freed at its next get's eviction or never. */
 int sp__item_buffers_drain(void)
 {
 	starpu_pthread_mutex_lock(&pool_lock);
@@ -192,6 +198,12 @@ int sp__item_buffers_drain(void)
 	for (int i = 0; i < npool; i++)
 		starpu_free(pool[i].p);
 	npool = 0;
+	drain_hooked = 0; /* the runtime forgets its hooks as it stops */
 	starpu_pthread_mutex_unlock(&pool_lock);
 	return n;
+}
+
+static void drain_hook(void)
+{
+	(void)sp__item_buffers_drain();
 }

@@ -237,7 +237,7 @@ const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *st
 #define SP_ITEM_POOL 32
 int sp_item_buffer_get(void **p, size_t bytes);
 void sp_item_buffer_put(void *p, size_t bytes);
-int sp__item_buffers_drain(void); /* runtime.c: frees the kept buffers; how many */
+int sp__item_buffers_drain(void); /* frees the kept buffers (at the runtime's shutdown); how many */
 
 /* Adds a figure to the item's section of the run report (JSON number); a key
  * reported again keeps its last value. */

@@ -90,10 +90,10 @@ int openblas_get_num_threads(void);
 
 unsigned long sp_runtime_min_address_space_mib(int nthreads)
 {
-	static int pool; /* OpenBLAS's load-time pool, before set_num_threads(1) */
-	if (pool == 0)
-		pool = openblas_get_num_threads() > 0 ? openblas_get_num_threads() : 1;
-	return SP_AS_BASE_MIB + SP_AS_BLAS_THREAD_MIB * (unsigned long)(pool - 1) +
+	static int blas_pool; /* OpenBLAS's load-time pool, before set_num_threads(1) */
+	if (blas_pool == 0)
+		blas_pool = openblas_get_num_threads() > 0 ? openblas_get_num_threads() : 1;
+	return SP_AS_BASE_MIB + SP_AS_BLAS_THREAD_MIB * (unsigned long)(blas_pool - 1) +
 	       SP_AS_THREAD_MIB * (unsigned long)(nthreads > 0 ? nthreads : 0);
 }
 
@@ -359,6 +359,28 @@ unsigned sp_runtime_ngpus(void)
 }
 
 
+/* The layers above that keep StarPU memory free it here (item.c's pool of
+ * pinned buffers): called back, not called, so that this layer calls
+ * nothing above it. */
+static void (*shutdown_hooks[8])(void);
+static int nshutdown_hooks;
+static starpu_pthread_mutex_t hooks_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+
+int sp_runtime_at_shutdown(void (*fn)(void))
+{
+	int rc = SP_ENOMEM;
+	starpu_pthread_mutex_lock(&hooks_lock);
+	for (int i = 0; i < nshutdown_hooks; i++)
+		if (shutdown_hooks[i] == fn)
+			rc = 0;
+	if (rc != 0 && nshutdown_hooks < (int)(sizeof shutdown_hooks / sizeof shutdown_hooks[0])) {
+		shutdown_hooks[nshutdown_hooks++] = fn;
+		rc = 0;
+	}
+	starpu_pthread_mutex_unlock(&hooks_lock);
+	return rc;
+}
+
 void sp_runtime_shutdown(void)
 {
 	if (!sp__rt.up)
@@ -367,7 +389,9 @@ void sp_runtime_shutdown(void)
 	sp__progress_stop();
 	sp_bound_end();
 	sp__runtime_update_versions();
-	(void)sp__item_buffers_drain();
+	for (int i = nshutdown_hooks - 1; i >= 0; i--)
+		shutdown_hooks[i]();
+	nshutdown_hooks = 0;
 	(void)sp_scratch_drain(); /* no task runs now */
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();

@@ -60,6 +60,12 @@ const char *sp_runtime_default_perfmodel_dir(char *buf, size_t len);
  * that does not exist yet is valid (it is created). */
 int sp_runtime_check_perfmodel_dir(const char *path, char *msg, size_t len);
 
+/* Registers fn to run in sp_runtime_shutdown() once every task has ended
+ * and before StarPU stops (the last registered first; each once; the list
+ * is emptied there): a layer above that keeps StarPU memory, such as
+ * pinned buffers, frees it then.  0, or SP_ENOMEM when the list is full. */
+int sp_runtime_at_shutdown(void (*fn)(void));
+
 /* Whether `name` is a scheduler this StarPU knows ("auto" and "" are):
  * returns 0, or -1 with a one-line reason in msg (len bytes; 1024 holds the
  * list of schedulers).  StarPU only warns about an unknown one, and falls

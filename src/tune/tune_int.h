@@ -77,7 +77,7 @@ typedef struct ranking {
  * less with more runs; with 2 and 2 it is 1/6, far too often. */
 #define MIN_TESTED 3
 
-/* tune.c: a configuration's label ("sched=lws ncpus=2"), the graph's file
+/* sweep.c: a configuration's label ("sched=lws ncpus=2"), the graph's file
  * name, a run's figure (NULL / NaN when absent). */
 const char *tune_cfg_label(const tune_t *t, size_t c);
 const char *tune_graph_name(const tune_t *t);
