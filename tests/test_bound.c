@@ -1,4 +1,4 @@
-/* Unit tests of the makespan lower bounds (src/run/bound.c) on hand-solved cases. */
+/* Unit tests of the makespan lower bounds (src/runtime/bound.c) on hand-solved cases. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>

@@ -23,7 +23,7 @@
 #include "fsutil.h"
 #include "batch_int.h"
 #include "item.h"
-#include "runtime_int.h"
+#include "clock.h"
 #include "json.h"
 #include "runtime.h"
 #include "sched_hp.h"
@@ -157,9 +157,9 @@ static void run_item(struct sp_batch *b, size_t idx)
 	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
 	size_t s;
 
-	double t0 = sp__now_s();
+	double t0 = sp_now_s();
 #ifndef SP_SIMGRID
-	const double c0 = sp__thread_cpu_s(); /* the report's driver_cpu_s */
+	const double c0 = sp_thread_cpu_s(); /* the report's driver_cpu_s */
 #endif
 	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, IT_RUNNING);
@@ -220,19 +220,19 @@ report:
 	sp_sim_item_end(b->g->pipeline);
 #endif
 	sp_outset_free(&item->out);
-	item->seconds = sp__now_s() - t0;
+	item->seconds = sp_now_s() - t0;
 #ifndef SP_SIMGRID
 	/* What the item cost its driver thread (the report's driver_cpu_s):
 	 * planning, submitting, its buffers' allocation (pinning on a GPU
 	 * node) and release, the host work of stages that do some, the
 	 * commit; not the tasks, which run on the workers.  (The simulator's
 	 * host model charges these instead.) */
-	sp_item_report_num(item, "driver_cpu_s", sp__thread_cpu_s() - c0);
+	sp_item_report_num(item, "driver_cpu_s", sp_thread_cpu_s() - c0);
 	/* When it started and ended, seconds since the runtime started: a
 	 * batch's steady rate is the rate its later items end at, free of the
 	 * start's costs (first buffers, plans, pinning) */
-	sp_item_report_num(item, "start_s", t0 - sp__rt.t0);
-	sp_item_report_num(item, "end_s", sp__now_s() - sp__rt.t0);
+	sp_item_report_num(item, "start_s", t0 - sp_runtime_t0_s());
+	sp_item_report_num(item, "end_s", sp_now_s() - sp_runtime_t0_s());
 #endif
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;

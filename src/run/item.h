@@ -153,7 +153,7 @@ void sp__task_done_cb(void *arg);
 #ifdef SP_HAVE_CUDA
 #define SP_CUDA(fn) .cuda_funcs = { fn }, .cuda_flags = { STARPU_CUDA_ASYNC },
 #elif defined(SP_SIMGRID)
-/* starpipe-sim: no codelet runs; stand-ins (src/run/sim_host.h) charge each task
+/* starpipe-sim: no codelet runs; stand-ins (src/runtime/sim_host.h) charge each task
  * its model's time, with the platform's host model applied, and let StarPU
  * place tasks on simulated GPUs. */
 #define SP_CUDA(fn) .cuda_funcs = { sp__sim_cuda_task },

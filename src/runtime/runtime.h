@@ -158,6 +158,8 @@ int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents
 char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
 /* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
 double sp_runtime_t0_wall(void);
+/* The same instant on sp_now_s()'s clock (src/base/clock.h). */
+double sp_runtime_t0_s(void);
 
 /* ---- performance models (models.c) ---- */
 

@@ -288,7 +288,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 #endif
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	sp__rt.up = 1;
-	sp__rt.t0 = sp__now_s();
+	sp__rt.t0 = sp_now_s();
 	{
 		struct timespec w;
 		clock_gettime(CLOCK_REALTIME, &w);

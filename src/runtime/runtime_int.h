@@ -1,4 +1,4 @@
-/* Internal to the StarPU session (src/run/runtime.c, stats.c, report.c,
+/* Internal to the StarPU session (src/runtime/runtime.c, stats.c, report.c,
  * models.c): its state, written by task callbacks and read by the reports;
  * not installed. */
 #ifndef SP_RUNTIME_INT_H
@@ -9,6 +9,7 @@
 
 #include <starpu.h>
 
+#include "clock.h"
 #include "error.h"
 
 #define SP__MAXKERNELS 64
@@ -64,22 +65,6 @@ struct sp__runtime {
 	long cores;
 };
 extern struct sp__runtime sp__rt;
-
-static inline double sp__now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-/* The calling thread's CPU time (user + system), seconds; 0 if unknown. */
-static inline double sp__thread_cpu_s(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0.0;
-	return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 /* stats.c: the progress line's thread. */
 void sp__progress_start(void);

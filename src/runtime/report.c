@@ -195,7 +195,7 @@ static void print_batch_report(const char *pipeline, const sp_runtime_batch_t *b
 
 void sp_runtime_print_report(const char *pipeline, const sp_runtime_batch_t *batch)
 {
-	double wall = sp__now_s() - sp__rt.t0;
+	double wall = sp_now_s() - sp__rt.t0;
 	unsigned nw = starpu_worker_get_count();
 	char name[64];
 
@@ -348,7 +348,7 @@ static void write_own_figures(sp_json_t *j, double wall)
 int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
 			    const sp_runtime_batch_t *batch, const char *cluster_json, sp_err_t *err)
 {
-	double wall = sp__now_s() - sp__rt.t0; /* under MPI, the batch's: see print_batch_report */
+	double wall = sp_now_s() - sp__rt.t0; /* under MPI, the batch's: see print_batch_report */
 	unsigned n[2] = { sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers() };
 	unsigned long long tasks;
 	double busy;
@@ -439,7 +439,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	FILE *f = open_memstream(&text, &len);
 	if (f == NULL)
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	double wall = sp__now_s() - sp__rt.t0;
+	double wall = sp_now_s() - sp__rt.t0;
 	starpu_pthread_mutex_lock(&sp__rt.lock);
 	double makespan = sp__rt.first_start_us > 0 ? (sp__rt.last_end_us - sp__rt.first_start_us) * 1e-6 : 0;
 	fprintf(f, "scheduler\t%s\ncpu_workers\t%u\ncuda_workers\t%u\n", sp__rt.sched,
@@ -517,6 +517,7 @@ int sp_runtime_write_tasks(const char *path, sp_err_t *err)
 }
 
 double sp_runtime_t0_wall(void) { return sp__rt.t0_wall; }
+double sp_runtime_t0_s(void) { return sp__rt.t0; }
 
 /* A metadata event naming a process (tid < 0) or one of its threads. */
 static void trace_meta(sp_json_t *j, const char *what, int pid, int tid, const char *label)

@@ -286,7 +286,7 @@ void sp__sim_cuda_task(void *buffers[], void *cl_arg)
 void sp_hostwork_begin(sp_hostwork_t *w, const char *name)
 {
 	w->name = name;
-	w->t0 = hm.loaded ? sp__thread_cpu_s() : 0;
+	w->t0 = hm.loaded ? sp_thread_cpu_s() : 0;
 }
 
 void sp_hostwork_end(sp_hostwork_t *w)
@@ -300,7 +300,7 @@ void sp_hostwork_end(sp_hostwork_t *w)
 		if (strcmp(hm.work[i].symbol, w->name) == 0)
 			dt = hm.work[i].a, w->t0 = -1;
 	if (w->t0 >= 0)
-		dt = hm.host_time_scale > 0 ? (sp__thread_cpu_s() - w->t0) * hm.host_time_scale : 0;
+		dt = hm.host_time_scale > 0 ? (sp_thread_cpu_s() - w->t0) * hm.host_time_scale : 0;
 	if (hm.starved)
 		dt *= hm.starved_host;
 	if (dt > 0)

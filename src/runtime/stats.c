@@ -89,7 +89,7 @@ static void fmt_duration(char *buf, size_t len, double s)
 
 static void progress_line(int tty, int final)
 {
-	double el = sp__now_s() - sp__rt.t0;
+	double el = sp_now_s() - sp__rt.t0;
 	unsigned long long sub = atomic_load(&sp__rt.submitted), done = atomic_load(&sp__rt.done);
 	size_t it = atomic_load(&sp__rt.items_total), id = atomic_load(&sp__rt.items_done);
 	char left[32], elapsed[32];
@@ -114,7 +114,7 @@ static void *progress_main(void *arg)
 	int tty = isatty(STDERR_FILENO);
 	double period = sp__rt.progress_period > 0 ? sp__rt.progress_period : tty ? 0.5 : 10.0;
 	long wake_ns = (long)(1e9 * (period < 0.25 ? period : 0.25));
-	double last = sp__now_s();
+	double last = sp_now_s();
 	starpu_pthread_mutex_lock(&sp__rt.plock);
 	while (!atomic_load(&sp__rt.stop_progress)) {
 		struct timespec ts;
@@ -125,9 +125,9 @@ static void *progress_main(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		starpu_pthread_cond_timedwait(&sp__rt.pcond, &sp__rt.plock, &ts);
-		if (!atomic_load(&sp__rt.stop_progress) && sp__now_s() - last >= period) {
+		if (!atomic_load(&sp__rt.stop_progress) && sp_now_s() - last >= period) {
 			progress_line(tty, 0);
-			last = sp__now_s();
+			last = sp_now_s();
 		}
 	}
 	starpu_pthread_mutex_unlock(&sp__rt.plock);
