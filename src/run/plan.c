@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -304,17 +303,11 @@ unsigned long long sp_run_machine_memory(void)
 	}
 	if (f != NULL)
 		fclose(f);
-	/* ulimit -v: the address space left once the program and its workers'
-	 * threads are in place (sp_runtime_min_address_space_mib) */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		unsigned long long as = (unsigned long long)rl.rlim_cur,
-				   floor = (unsigned long long)sp_runtime_min_address_space_mib(
-						   (int)starpu_worker_get_count() + 4) << 20;
-		as = as > floor ? as - floor : 0;
-		if (mem == 0 || as < mem)
-			mem = as;
-	}
+	/* ulimit -v: the address space left beyond what is mapped now; at
+	 * least 1 byte, 0 meaning unknown */
+	unsigned long long left = sp_runtime_address_space_left();
+	if (left != ULLONG_MAX && (mem == 0 || left < mem))
+		mem = left > 0 ? left : 1;
 	return mem;
 }
 

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -75,26 +76,56 @@ void sp_runtime_hwloc_env(void)
  * when the reservation fails, retry it for ever (a thread at 100 % that
  * exit() then waits for), and StarPU aborts on a thread it cannot create.
  * So the limit is checked twice, and the run refused (exit 4) with the
- * floor named: at program start against what loading takes (the
- * program's mappings, OpenBLAS's pool), exiting at once, before those
- * threads are waited for; before StarPU starts, against that plus, per
- * thread, a stack and a malloc arena's reservation.  Starting one or two
- * workers under OPENBLAS_NUM_THREADS=1 failed at random between 260 and 290
- * MiB, and always below.
+ * floor named: at program start against what is mapped already (the
+ * libraries: a CUDA build's map several times a CPU build's) plus
+ * OpenBLAS's buffers and a margin for what the program maps before StarPU
+ * starts, exiting at once, before those threads are waited for; and
+ * before StarPU starts, against what is mapped then plus, per thread, a
+ * stack and a malloc arena's reservation, and the least an item takes.  Starting one or two workers
+ * under OPENBLAS_NUM_THREADS=1 failed at random between 260 and 290 MiB,
+ * and always below; the floors there are about 100 MiB higher.
  */
-#define SP_AS_BASE_MIB 384
+#define SP_AS_MARGIN_MIB 128
 #define SP_AS_BLAS_THREAD_MIB 136
 #define SP_AS_THREAD_MIB 32
+#define SP_AS_ITEM_MIB 64 /* the least an item takes (the batch's estimate: its base) */
 
 int openblas_get_num_threads(void);
+
+/* The address space mapped now, MiB (0 if unknown). */
+static unsigned long mapped_mib(void)
+{
+	unsigned long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+	if (f != NULL) {
+		if (fscanf(f, "%lu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	long psz = sysconf(_SC_PAGESIZE);
+	return psz > 0 ? (unsigned long)(((unsigned long long)pages * (unsigned long long)psz) >> 20) : 0;
+}
 
 unsigned long sp_runtime_min_address_space_mib(int nthreads)
 {
 	static int blas_pool; /* OpenBLAS's load-time pool, before set_num_threads(1) */
 	if (blas_pool == 0)
 		blas_pool = openblas_get_num_threads() > 0 ? openblas_get_num_threads() : 1;
-	return SP_AS_BASE_MIB + SP_AS_BLAS_THREAD_MIB * (unsigned long)(blas_pool - 1) +
-	       SP_AS_THREAD_MIB * (unsigned long)(nthreads > 0 ? nthreads : 0);
+	unsigned long need = mapped_mib() + SP_AS_MARGIN_MIB;
+	if (nthreads > 0) /* the pool's buffers are mapped by now */
+		need += SP_AS_THREAD_MIB * (unsigned long)nthreads + SP_AS_ITEM_MIB;
+	else
+		need += SP_AS_BLAS_THREAD_MIB * (unsigned long)(blas_pool - 1);
+	return (need + 15) / 16 * 16;
+}
+
+unsigned long long sp_runtime_address_space_left(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return ULLONG_MAX;
+	unsigned long long used = (unsigned long long)mapped_mib() << 20;
+	return (unsigned long long)rl.rlim_cur > used ? (unsigned long long)rl.rlim_cur - used : 0;
 }
 
 int sp_runtime_check_address_space(int nthreads, sp_err_t *err)

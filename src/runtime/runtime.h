@@ -77,12 +77,16 @@ int sp_runtime_check_sched(const char *name, char *msg, size_t len);
 unsigned sp_runtime_ncpu_workers(void);
 unsigned sp_runtime_ncuda_workers(void);
 
-/* The least address space (MiB, for ulimit -v) that starpipe needs with
- * `nthreads` threads besides those OpenBLAS starts when loaded (0: loading
- * alone); sp_runtime_check_address_space() says whether the limit allows
- * it (0) or not (SP_ENOMEM, err naming both figures).  sp_runtime_init()
- * checks it for its workers. */
+/* The least address space (MiB, for ulimit -v) that starpipe needs from
+ * now on: what is mapped now, a margin, and either OpenBLAS's load-time
+ * buffers (nthreads 0: at program start) or `nthreads` more threads (before
+ * StarPU starts them).  sp_runtime_check_address_space() says whether the
+ * limit allows it (0) or not (SP_ENOMEM, err naming both figures);
+ * sp_runtime_init() checks it for its workers. */
 unsigned long sp_runtime_min_address_space_mib(int nthreads);
+/* Bytes that ulimit -v leaves beyond what is mapped now (ULLONG_MAX without
+ * a limit): the items' memory bound counts it. */
+unsigned long long sp_runtime_address_space_left(void);
 int sp_runtime_check_address_space(int nthreads, sp_err_t *err);
 /* Number of GPUs the session's CUDA workers drive (several workers may
  * share one: --workers-per-gpu). */
