@@ -42,6 +42,33 @@ static void test_find(void **state)
 	assert_null(sp_stage_find(&sp_test_registry, ""));
 }
 
+/* A kind's specs must fit the struct SP_KIND_PARAMS names: the test kinds
+ * pass; a spec past a smaller struct, or a typed spec in a text-only kind,
+ * is refused with the kind and the parameter named. */
+struct small_params {
+	int flag;
+};
+static void test_kind_check(void **state)
+{
+	(void)state;
+	char msg[256] = "";
+	for (size_t i = 0; i < sp_test_registry.nkinds; i++)
+		assert_int_equal(sp_stage_kind_check(sp_test_registry.kinds[i], msg, sizeof msg), 0);
+	static const sp_param_spec_t specs[] = {
+		{ "flag", SP_PT_BOOL, "false", 0, -1, NULL, "a switch", SP_AT(struct small_params, flag) },
+		{ "n", SP_PT_INT, "3", 1, 9, NULL, "a count", SP_AT(struct src_params, n) },
+	};
+	const sp_stage_kind_t bad = { .name = "t.bad", SP_KIND_PARAMS(specs, struct small_params) };
+	assert_int_equal(sp_stage_kind_check(&bad, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "kind 't.bad': parameter 'n'"));
+	const sp_stage_kind_t untyped = { .name = "t.untyped", SP_KIND_TEXT_PARAMS(specs) };
+	assert_int_equal(sp_stage_kind_check(&untyped, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "parameter 'flag'"));
+	const sp_stage_kind_t good = { .name = "t.good", .params = specs, .nparams = 1,
+				       .params_size = sizeof(struct small_params) };
+	assert_int_equal(sp_stage_kind_check(&good, msg, sizeof msg), 0);
+}
+
 /* Values are parsed once into the typed struct; stage keys into the stage. */
 static void test_typed_and_keys(void **state)
 {
@@ -439,6 +466,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find),
+		cmocka_unit_test(test_kind_check),
 		cmocka_unit_test(test_typed_and_keys),
 		cmocka_unit_test(test_runtime_params),
 		cmocka_unit_test(test_defaults),

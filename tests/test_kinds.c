@@ -24,15 +24,14 @@ static const sp_port_spec_t sink_in[] = { { "in", "t.v", "a value" } };
 const sp_stage_kind_t sp_test_src_kind = {
 	.name = "t.src",
 	.help = "a source",
-	SP_KIND_PARAMS(src_params),
+	SP_KIND_PARAMS(src_params, struct src_params),
 	SP_KIND_OUTPUTS(src_out),
-	.params_size = sizeof(struct src_params),
 	.impl = SP_IMPL_CPU,
 };
 const sp_stage_kind_t sp_test_map_kind = {
 	.name = "t.map",
 	.help = "a filter",
-	SP_KIND_PARAMS(map_params),
+	SP_KIND_TEXT_PARAMS(map_params),
 	SP_KIND_INPUTS(map_in),
 	SP_KIND_OUTPUTS(map_out),
 	.impl = SP_IMPL_CPU | SP_IMPL_CUDA,

@@ -1130,8 +1130,8 @@ APPLE_PORT(picks_port, "picks", "apple.picks", "particle centres (x, y), origina
 
 APPLE_KIND(sp_apple_preprocess_kind, "apple.preprocess",
 	   "APPLE: margins (the whole rectangle), bin x2, low-pass; window moments; reference spectra",
-	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, "apple_prepare", SP_KIND_PARAMS(preprocess_params),
-	   .params_size = sizeof(struct preprocess_params), .estimate = preprocess_estimate);
+	   preprocess_run, mic_port, image_port, SP_IMPL_CPU_CUDA, "apple_prepare",
+	   SP_KIND_PARAMS(preprocess_params, struct preprocess_params), .estimate = preprocess_estimate);
 APPLE_KIND(sp_apple_score_kind, "apple.score",
 	   "APPLE: FFT cross-correlation scores of every query window (tiles of windows)",
 	   score_run, image_port, scores_port, SP_IMPL_CPU_CUDA, "apple_score",
@@ -1143,7 +1143,7 @@ APPLE_KIND(sp_apple_classify_kind, "apple.classify",
 	   "APPLE: SVM classification of every window (tiles of rows); retrains if uniform",
 	   classify_run, classifier_port, seg_port, SP_IMPL_CPU_CUDA, "apple_classify apple_train",
 	   .tile = "tasks over ranges of window rows; default 4 per worker",
-	   SP_KIND_PARAMS(classify_params), .params_size = sizeof(struct classify_params));
+	   SP_KIND_PARAMS(classify_params, struct classify_params));
 APPLE_KIND(sp_apple_morphology_kind, "apple.morphology",
 	   "APPLE: hole filling, erosions and the component size filter",
 	   morphology_run, seg_port, mask_port, SP_IMPL_CPU_CUDA, "apple_morph");

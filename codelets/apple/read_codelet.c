@@ -128,7 +128,7 @@ static const sp_port_spec_t read_outputs[] = {
 const sp_stage_kind_t sp_apple_read_kind = {
 	.name = "apple.read",
 	.help = "Read a cryo-EM micrograph (MRC or TIFF)",
-	SP_KIND_PARAMS(read_params),
+	SP_KIND_TEXT_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "apple_read",

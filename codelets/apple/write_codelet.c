@@ -171,8 +171,7 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_apple_write_kind = {
 	.name = "apple.write",
 	.help = "Write particle picks as RELION STAR (and EMAN BOX, CSV, a PNG preview)",
-	SP_KIND_PARAMS(write_params),
-	.params_size = sizeof(struct write_params),
+	SP_KIND_PARAMS(write_params, struct write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "apple_write",

@@ -44,7 +44,7 @@ static const sp_port_spec_t psf_outputs[] = {
 const sp_stage_kind_t sp_desi_psf_kind = {
 	.name = "desi.psf",
 	.help = "Read a DESI GaussHermite PSF",
-	SP_KIND_PARAMS(psf_params),
+	SP_KIND_TEXT_PARAMS(psf_params),
 	SP_KIND_OUTPUTS(psf_outputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "",
@@ -185,7 +185,7 @@ static const sp_port_spec_t image_outputs[] = {
 const sp_stage_kind_t sp_desi_image_kind = {
 	.name = "desi.image",
 	.help = "Read a DESI pre-processed CCD image",
-	SP_KIND_PARAMS(image_params),
+	SP_KIND_TEXT_PARAMS(image_params),
 	SP_KIND_OUTPUTS(image_outputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "desi_read_image",

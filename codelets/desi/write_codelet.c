@@ -148,8 +148,7 @@ const sp_stage_kind_t sp_desi_write_kind = {
 	.name = "desi.write",
 	.help = "Write the extracted frame (FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, "
 		"SCORES)",
-	SP_KIND_PARAMS(write_params),
-	.params_size = sizeof(struct desi_write_params),
+	SP_KIND_PARAMS(write_params, struct desi_write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "desi_write",

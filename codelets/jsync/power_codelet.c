@@ -423,8 +423,7 @@ static const sp_port_spec_t power_outputs[] = {
 const sp_stage_kind_t sp_jsync_power_kind = {
 	.name = "jsync.power",
 	.help = "Power iteration on the triplet sign matrix",
-	SP_KIND_PARAMS(power_params),
-	.params_size = sizeof(struct power_params),
+	SP_KIND_PARAMS(power_params, struct power_params),
 	SP_KIND_INPUTS(power_inputs),
 	SP_KIND_OUTPUTS(power_outputs),
 	.impl = SP_IMPL_CPU_CUDA,

@@ -163,7 +163,7 @@ static const sp_port_spec_t read_outputs[] = {
 const sp_stage_kind_t sp_jsync_read_kind = {
 	.name = "jsync.read",
 	.help = "Read relative rotations R[P][3][3] from an NPY file",
-	SP_KIND_PARAMS(read_params),
+	SP_KIND_TEXT_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "jsync_read",

@@ -231,8 +231,7 @@ static const sp_port_spec_t triplets_outputs[] = {
 const sp_stage_kind_t sp_jsync_triplets_kind = {
 	.name = "jsync.triplets",
 	.help = "Best J-configuration of every triplet",
-	SP_KIND_PARAMS(triplets_params),
-	.params_size = sizeof(struct triplets_params),
+	SP_KIND_PARAMS(triplets_params, struct triplets_params),
 	.tile = "chunk tasks over ranges of pairs; default 8 per worker, 4 per CUDA worker where there "
 		"are some (and chunks of at most 1 GiB of stored choices)",
 	SP_KIND_INPUTS(triplets_inputs),

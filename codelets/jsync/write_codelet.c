@@ -149,7 +149,7 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_jsync_write_kind = {
 	.name = "jsync.write",
 	.help = "Write signs and synchronized rotations as NPY",
-	SP_KIND_PARAMS(write_params),
+	SP_KIND_TEXT_PARAMS(write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "jsync_write",

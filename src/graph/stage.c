@@ -40,6 +40,35 @@ const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name)
 	return NULL;
 }
 
+/* The bytes a typed parameter of type t takes in its kind's struct (stage.h). */
+static size_t typed_size(sp_ptype_t t)
+{
+	switch (t) {
+	case SP_PT_INT: return sizeof(long long);
+	case SP_PT_FLOAT: return sizeof(double);
+	case SP_PT_SIZE: return sizeof(unsigned long long);
+	case SP_PT_BOOL:
+	case SP_PT_ENUM: return sizeof(int);
+	default: return sizeof(const char *);
+	}
+}
+
+int sp_stage_kind_check(const sp_stage_kind_t *kind, char *msg, size_t len)
+{
+	for (size_t i = 0; i < kind->nparams; i++) {
+		const sp_param_spec_t *p = &kind->params[i];
+		if (p->at == 0)
+			continue;
+		if (p->at - 1 + typed_size(p->type) > kind->params_size) {
+			snprintf(msg, len, "kind '%s': parameter '%s' lies at byte %zu of a %zu-byte "
+					   "struct (declare it with SP_KIND_PARAMS(specs, struct))",
+				 kind->name, p->name, p->at - 1, kind->params_size);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS] = {
 	[SP_RT_SCHEDULER] = { "scheduler", SP_PT_STRING, "auto", 0, -1, NULL,
 	  "StarPU scheduling policy (heteroprio, dmdas, lws, eager...); auto: heteroprio with GPUs, lws without",

@@ -150,10 +150,16 @@ typedef struct sp_stage_kind {
 } sp_stage_kind_t;
 
 /* A kind's spec arrays with their lengths, for its designated initialiser:
- * `SP_KIND_PARAMS(my_params), SP_KIND_INPUTS(my_inputs), ...` (the lengths
- * are never typed by hand). */
+ * `SP_KIND_PARAMS(my_params, struct my_params), SP_KIND_INPUTS(my_inputs),
+ * ...` (lengths and sizes are never typed by hand).  SP_KIND_PARAMS names
+ * the struct that the specs' SP_AT offsets point into, so the graph layer
+ * allocates that struct's size; SP_KIND_TEXT_PARAMS is for a kind whose
+ * parameters are all read as text (paths, outputs, strings: no SP_AT, no
+ * typed struct, params_size 0).
+ * sp_stage_kind_check() holds every offset against that size. */
 #define SP__NELEMS(a) (sizeof(a) / sizeof((a)[0]))
-#define SP_KIND_PARAMS(a) .params = (a), .nparams = SP__NELEMS(a)
+#define SP_KIND_PARAMS(a, T) .params = (a), .nparams = SP__NELEMS(a), .params_size = sizeof(T)
+#define SP_KIND_TEXT_PARAMS(a) .params = (a), .nparams = SP__NELEMS(a)
 #define SP_KIND_INPUTS(a) .inputs = (a), .ninputs = SP__NELEMS(a)
 #define SP_KIND_OUTPUTS(a) .outputs = (a), .noutputs = SP__NELEMS(a)
 
@@ -171,6 +177,12 @@ typedef struct sp_registry {
 	 * of schedulers).  NULL: every name is taken. */
 	int (*check_sched)(const char *name, char *msg, size_t len);
 } sp_registry_t;
+
+/* Whether kind's parameter specs fit its typed struct: every SP_AT field
+ * inside params_size (SP_KIND_PARAMS's sizeof), none when params_size is 0.
+ * 0, or -1 with the first misfit, naming the kind and the parameter, in msg
+ * (len bytes).  A misfit is a bug in the kind, never the user's. */
+int sp_stage_kind_check(const sp_stage_kind_t *kind, char *msg, size_t len);
 
 /* The kind called `name` in reg, or NULL (binary search). */
 const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name);

@@ -83,6 +83,51 @@ long sp_sim_count(const char *name, long def)
 }
 
 
+/* ---- jobs: state shared by the stages of one item ---- */
+
+/* The value sp_job_val() makes: the job is reached only through sp_job_of(). */
+typedef struct job_val {
+	sp_value_t base;
+	sp_job_t *job;
+} job_val_t;
+
+void sp_job_ref(sp_job_t *job)
+{
+	job->refs++;
+}
+
+void sp_job_unref(sp_job_t *job)
+{
+	if (job == NULL || --job->refs > 0)
+		return;
+	job->free_cb(job);
+}
+
+static void job_val_free(sp_value_t *v)
+{
+	job_val_t *jv = (job_val_t *)v;
+	sp_job_unref(jv->job);
+	free(jv);
+}
+
+int sp_job_val(sp_job_t *job, const char *type, sp_value_t **out)
+{
+	job_val_t *jv = calloc(1, sizeof *jv);
+	if (jv == NULL)
+		return SP_ENOMEM;
+	jv->base.type = type;
+	jv->base.free_cb = job_val_free;
+	jv->job = job;
+	sp_job_ref(job);
+	*out = &jv->base;
+	return 0;
+}
+
+sp_job_t *sp_job_of(const sp_value_t *v)
+{
+	return ((const job_val_t *)v)->job;
+}
+
 int sp_item_output(sp_item_t *item, const char *path, const char **tmp, sp_err_t *err)
 {
 	starpu_pthread_mutex_lock(&item->lock);

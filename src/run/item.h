@@ -47,6 +47,31 @@ typedef struct sp_value {
 	void (*free_cb)(struct sp_value *v);
 } sp_value_t;
 
+/*
+ * A job: the state that several stages of one item share (DESI's frame and
+ * its pools, APPLE's micrograph and its images), held by the values that
+ * carry it from stage to stage.  Glue embeds sp_job_t as its job struct's
+ * first member and sets free_cb; sp_job_val() wraps a reference in a value
+ * of a port type, and the last sp_job_unref() (a value's free, or the
+ * glue's own) calls free_cb.  A job is touched only by its item's driver
+ * thread (values are made and freed there), so the count is a plain int.
+ */
+typedef struct sp_job {
+	int refs; /* values, and others, holding it; 0 when made */
+	void (*free_cb)(struct sp_job *job);
+} sp_job_t;
+
+/* Takes one more reference on job. */
+void sp_job_ref(sp_job_t *job);
+/* Drops one reference; at the last (or none was taken), frees the job with
+ * its free_cb.  Does nothing when job is NULL. */
+void sp_job_unref(sp_job_t *job);
+/* A new value of port type `type` holding a reference to job, in *out:
+ * 0, or SP_ENOMEM with job untouched. */
+int sp_job_val(sp_job_t *job, const char *type, sp_value_t **out);
+/* The job of a value that sp_job_val() made. */
+sp_job_t *sp_job_of(const sp_value_t *v);
+
 typedef struct sp_item sp_item_t;
 
 /* The per-(item, stage) context every task carries as its callback argument:

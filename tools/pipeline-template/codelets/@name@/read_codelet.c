@@ -138,7 +138,7 @@ static const sp_port_spec_t read_outputs[] = {
 const sp_stage_kind_t sp_@name@_read_kind = {
 	.name = "@name@.read",
 	.help = "Read an array of float64 from an NPY file",
-	SP_KIND_PARAMS(read_params),
+	SP_KIND_TEXT_PARAMS(read_params),
 	SP_KIND_OUTPUTS(read_outputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "@name@_read",

@@ -78,10 +78,9 @@ static const sp_port_spec_t scale_outputs[] = {
 const sp_stage_kind_t sp_@name@_scale_kind = {
 	.name = "@name@.scale",
 	.help = "Multiply every element of an array by a factor",
-	SP_KIND_PARAMS(scale_params),
+	SP_KIND_PARAMS(scale_params, struct scale_params),
 	SP_KIND_INPUTS(scale_inputs),
 	SP_KIND_OUTPUTS(scale_outputs),
-	.params_size = sizeof(struct scale_params),
 	.impl = SP_IMPL_CPU,
 	.codelets = "@name@_scale",
 	.run = scale_run,

@@ -97,7 +97,7 @@ static const sp_port_spec_t write_inputs[] = {
 const sp_stage_kind_t sp_@name@_write_kind = {
 	.name = "@name@.write",
 	.help = "Write an array as an NPY float64 file",
-	SP_KIND_PARAMS(write_params),
+	SP_KIND_TEXT_PARAMS(write_params),
 	SP_KIND_INPUTS(write_inputs),
 	.impl = SP_IMPL_CPU,
 	.codelets = "@name@_write",
