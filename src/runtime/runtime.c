@@ -24,7 +24,6 @@
 
 #include "bound.h"
 #include "fsutil.h"
-#include "item.h"
 #ifdef SP_HAVE_CUDA
 #include "cuda_handles.h"
 #endif
