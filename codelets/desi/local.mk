@@ -9,7 +9,9 @@ SP_LIB_SOURCES += \
 	%D%/fitskey.h %D%/fitskey.c \
 	%D%/desi_glue.h \
 	%D%/input_codelet.c \
-	%D%/extract_codelet.c \
+	%D%/desi_job.h %D%/desi_job.c \
+	%D%/spots_codelet.c %D%/patch_codelet.c %D%/decorrelate_codelet.c \
+	%D%/stitch_codelet.c %D%/model_codelet.c \
 	%D%/write_codelet.c
 SP_CUDA_SOURCES += %D%/psf_cuda.cu %D%/extract_cuda.cu
 SP_GRAPHS += graphs/desi-extract.yaml

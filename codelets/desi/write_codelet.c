@@ -14,7 +14,7 @@
  * (spots, patch, decorrelate, stitch, model, write), although it writes one
  * file: its write task is submitted with the last tile, after every stitch
  * task, and reads the frame.  The 2-D model image is desi.model's
- * (extract_codelet.c), which writes its own file.
+ * (model_codelet.c), which writes its own file.
  */
 
 struct desi_write_params {
