@@ -32,7 +32,7 @@ typedef struct apple_picks_val {
 } apple_picks_val_t;
 
 /*
- * Nominal costs of the compute tasks (pick_codelet.c), for StarPU's
+ * Nominal costs of the compute tasks (apple_job.c), for StarPU's
  * performance models (STARPU_FLOPS, and the size column through size_base)
  * and the GPU times tools/sim-node estimates from them.  Functions of the
  * task's shape, known when it is submitted, but for the classification's

@@ -10,7 +10,9 @@ SP_LIB_SOURCES += \
 	%D%/preview.h %D%/preview.c \
 	%D%/apple_glue.h \
 	%D%/read_codelet.c \
-	%D%/pick_codelet.c \
+	%D%/apple_job.h %D%/apple_job.c \
+	%D%/preprocess_codelet.c %D%/score_codelet.c %D%/train_codelet.c \
+	%D%/classify_codelet.c %D%/morphology_codelet.c %D%/pick_codelet.c \
 	%D%/write_codelet.c
 SP_CUDA_SOURCES += %D%/apple_cuda.cu
 SP_GRAPHS += graphs/apple-pick.yaml
