@@ -317,38 +317,49 @@ static size_t summary(const struct calib *c, long max, int out_of_runs, long ncu
 	return nbad;
 }
 
-int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *exe)
-{
+/* One calibrate command: the children's command line, the scratch folder, the
+ * models' rows and the runs' count. */
+struct session {
+	const struct cli *cl;
+	const char *exe, *from;
 	char nt[256], scratch[4096], log[4200], figures[4200], out[4200], *syms[256];
-	char **cargv = calloc((size_t)argc + 24, sizeof *cargv);
-	const char *from, *tmp = getenv("TMPDIR");
-	int first_calibrate = 1, user_output = 0, status = 0;
-	struct calib c = { 0 };
-	sp_graph_t *g = NULL;
-	sp_diag_t d;
-	size_t n = 0;
+	char **cargv;
+	size_t n, calarg;
+	int first_calibrate, out_of_runs;
+	sp_graph_t *g;
+	struct calib c;
+	long max, runs, ncuda;
+	double t0;
+};
 
-	if (cargv == NULL) {
+/* Allocates the children's command line and loads the graph; 0 or the exit status. */
+static int load(struct session *s, int argc)
+{
+	sp_diag_t d;
+	s->cargv = calloc((size_t)argc + 24, sizeof *s->cargv);
+	if (s->cargv == NULL) {
 		fprintf(stderr, "starpipe calibrate: out of memory\n");
 		return EXIT_ITEMS_FAILED;
 	}
-	if (cl->skip_existing) {
-		free(cargv);
+	if (s->cl->skip_existing)
 		return cli_usage_error("%s", "calibrate: --skip-existing would skip what the runs "
 				       "must measure");
-	}
-	sp_diag_init(&d, cl->graph);
-	if (sp_graph_load(cl->graph, cl->vars, cl->nvars, cli_registry(), &g, &d) != 0) {
+	sp_diag_init(&d, s->cl->graph);
+	if (sp_graph_load(s->cl->graph, s->cl->vars, s->cl->nvars, cli_registry(), &s->g, &d) != 0) {
 		sp_diag_print(&d, stderr);
 		sp_diag_free(&d);
-		free(cargv);
 		return EXIT_USAGE;
 	}
 	sp_diag_free(&d);
+	return 0;
+}
 
-	/* the children's command line: run, what was given but ours, then ours */
-	cargv[n++] = (char *)exe;
-	cargv[n++] = "run";
+/* The children's command line: run, what was given but ours; 0 or the exit status. */
+static int given_args(struct session *s, int argc, char **argv)
+{
+	s->first_calibrate = 1;
+	s->cargv[s->n++] = (char *)s->exe;
+	s->cargv[s->n++] = "run";
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v;
 		int mine = is_opt(a, "--max-runs", &v), cal = !mine && is_opt(a, "--calibrate", &v);
@@ -356,27 +367,28 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 			if (v == NULL)
 				v = i + 1 < argc ? argv[++i] : "";
 			if (cal)
-				first_calibrate = atoi(v); /* checked by the parser */
+				s->first_calibrate = atoi(v); /* checked by the parser */
 			continue;
 		}
 		if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0 || strcmp(a, "-v") == 0 ||
 		    strcmp(a, "--verbose") == 0)
 			continue;
-		cargv[n++] = argv[i];
+		s->cargv[s->n++] = argv[i];
 		if (cli_run_option_takes_value(a) && i + 1 < argc)
-			cargv[n++] = argv[++i];
+			s->cargv[s->n++] = argv[++i];
 	}
-	if (first_calibrate == 0) {
-		sp_graph_free(&g);
-		free(cargv);
+	if (s->first_calibrate == 0)
 		return cli_usage_error("%s", "calibrate: --calibrate 0 would measure nothing (1, the "
 				       "default, adds samples; 2 starts the models afresh)");
-	}
-	for (size_t i = 0; i < cl->nvars; i++)
-		user_output |= strcmp(cl->vars[i].name, "output") == 0;
-	from = sp_runtime_node_type(cl->node_type, nt, sizeof nt);
+	return 0;
+}
+
+/* The node type and StarPU's settings for the children. */
+static void children_env(struct session *s)
+{
+	s->from = sp_runtime_node_type(s->cl->node_type, s->nt, sizeof s->nt);
 	/* the children name it as we read it */
-	setenv("STARPU_HOSTNAME", nt, 1);
+	setenv("STARPU_HOSTNAME", s->nt, 1);
 	/* StarPU flushes a footprint's samples when as many measurements fell
 	 * more than STARPU_HISTORY_MAX_ERROR (50 %) from the mean as it holds:
 	 * an I/O codelet, whose time follows the page cache, then never
@@ -386,99 +398,133 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 	 * counted. */
 	setenv("STARPU_HISTORY_MAX_ERROR", "1000", 0);
 	setenv("STARPU_SILENT", "0", 1);
-	snprintf(scratch, sizeof scratch, "%s/starpipe-calibrate.XXXXXX",
+}
+
+/* The scratch folder of the runs' log, figures and outputs; 0 or the exit status. */
+static int make_scratch(struct session *s)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(s->scratch, sizeof s->scratch, "%s/starpipe-calibrate.XXXXXX",
 		 tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
-	if (mkdtemp(scratch) == NULL) {
+	if (mkdtemp(s->scratch) == NULL) {
 		fprintf(stderr, "starpipe calibrate: cannot create a scratch folder under %s: %s\n",
 			tmp != NULL && tmp[0] == '/' ? tmp : "/tmp", strerror(errno));
-		sp_graph_free(&g);
-		free(cargv);
 		return EXIT_ITEMS_FAILED;
 	}
-	snprintf(log, sizeof log, "%s/run.log", scratch);
-	snprintf(figures, sizeof figures, "%s/run.fig", scratch);
-	snprintf(out, sizeof out, "%s/out", scratch);
-	size_t calarg = n + 1;
-	cargv[n++] = "--calibrate";
-	cargv[n++] = first_calibrate == 2 ? "2" : "1";
-	cargv[n++] = "-q";
-	cargv[n++] = "--figures";
-	cargv[n++] = figures;
-	if (cl->rt[SP_RT_SCHEDULER] == NULL) {
-		cargv[n++] = "--sched";
-		cargv[n++] = "dmda";
+	snprintf(s->log, sizeof s->log, "%s/run.log", s->scratch);
+	snprintf(s->figures, sizeof s->figures, "%s/run.fig", s->scratch);
+	snprintf(s->out, sizeof s->out, "%s/out", s->scratch);
+	return 0;
+}
+
+/* The children's command line: ours after what was given. */
+static void our_args(struct session *s)
+{
+	int user_output = 0, scratch_output = 0;
+	for (size_t i = 0; i < s->cl->nvars; i++)
+		user_output |= strcmp(s->cl->vars[i].name, "output") == 0;
+	s->calarg = s->n + 1;
+	s->cargv[s->n++] = "--calibrate";
+	s->cargv[s->n++] = s->first_calibrate == 2 ? "2" : "1";
+	s->cargv[s->n++] = "-q";
+	s->cargv[s->n++] = "--figures";
+	s->cargv[s->n++] = s->figures;
+	if (s->cl->rt[SP_RT_SCHEDULER] == NULL) {
+		s->cargv[s->n++] = "--sched";
+		s->cargv[s->n++] = "dmda";
 	}
-	if (cl->node_type == NULL) {
-		cargv[n++] = "--node-type";
-		cargv[n++] = nt;
+	if (s->cl->node_type == NULL) {
+		s->cargv[s->n++] = "--node-type";
+		s->cargv[s->n++] = s->nt;
 	}
 	/* the outputs of a graph with an `output` folder go to scratch, unless asked */
-	int scratch_output = 0;
-	for (size_t i = 0; !user_output && i < g->nvars; i++)
-		scratch_output |= strcmp(g->var_names[i], "output") == 0;
+	for (size_t i = 0; !user_output && i < s->g->nvars; i++)
+		scratch_output |= strcmp(s->g->var_names[i], "output") == 0;
 	if (scratch_output) {
-		cargv[n++] = "--output";
-		cargv[n++] = out;
+		s->cargv[s->n++] = "--output";
+		s->cargv[s->n++] = s->out;
 	}
-	cargv[n] = NULL;
+	s->cargv[s->n] = NULL;
+}
 
-	c.nsyms = sp_graph_codelets(NULL, g, syms, sizeof syms / sizeof syms[0]);
-	c.syms = (const char *const *)syms;
-	c.dir = cl->rt[SP_RT_PERFMODEL_DIR] != NULL ? cl->rt[SP_RT_PERFMODEL_DIR]
-						       : sp_graph_runtime(g, "perfmodel_dir");
-	c.min = sp_runtime_calibration_minimum();
-	long max = cl->max_runs > 0 ? cl->max_runs : DEFAULT_MAX_RUNS, runs = 0, ncuda = -1;
-	if (read_rows(&c) != 0) {
-		status = EXIT_USAGE;
-		goto done;
-	}
-	c.first = c.now;
-	c.nfirst = c.nnow;
+/* Reads the models before the runs and says what is to come; 0 or the exit status. */
+static int first_rows(struct session *s)
+{
+	const struct cli *cl = s->cl;
+	struct calib *c = &s->c;
+	c->nsyms = sp_graph_codelets(NULL, s->g, s->syms, sizeof s->syms / sizeof s->syms[0]);
+	c->syms = (const char *const *)s->syms;
+	c->dir = cl->rt[SP_RT_PERFMODEL_DIR] != NULL ? cl->rt[SP_RT_PERFMODEL_DIR]
+						       : sp_graph_runtime(s->g, "perfmodel_dir");
+	c->min = sp_runtime_calibration_minimum();
+	s->max = cl->max_runs > 0 ? cl->max_runs : DEFAULT_MAX_RUNS;
+	s->ncuda = -1;
+	if (read_rows(c) != 0)
+		return EXIT_USAGE;
+	c->first = c->now;
+	c->nfirst = c->nnow;
 	if (!cl->quiet)
 		fprintf(stderr, "starpipe calibrate: %s, node type '%s' (%s), models in %s; at most %ld "
-			"run(s) until every footprint they measure has %u samples\n", cl->graph, nt,
-			from, c.folder, max, c.min);
+			"run(s) until every footprint they measure has %u samples\n", cl->graph, s->nt,
+			s->from, c->folder, s->max, c->min);
+	return 0;
+}
+
+/* One run and its reading; sets *status when the runs must stop on it. Returns
+ * the number of footprints under the threshold that gained samples in it, and
+ * *nlive those that did in these runs. */
+static size_t one_run(struct session *s, int *status, size_t *nlive)
+{
+	double t1 = now_s();
+	int rc = run_child(s->cargv, s->log);
+	s->runs++;
+	if (stop_signal) {
+		fprintf(stderr, "starpipe calibrate: interrupted by SIG%s in run %ld\n",
+			sigabbrev_np(stop_signal), s->runs);
+		*status = 128 + stop_signal;
+		return 0;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "starpipe calibrate: run %ld failed (exit %d); its messages:\n", s->runs,
+			rc);
+		show_log(s->log);
+		*status = rc == EXIT_USAGE ? EXIT_USAGE : EXIT_ITEMS_FAILED;
+		return 0;
+	}
+	s->ncuda = cuda_workers(s->figures);
+	count_flushes(&s->c, s->log);
+	s->cargv[s->calarg] = "1"; /* --calibrate 2 starts afresh once */
+	if (read_rows(&s->c) != 0) {
+		*status = EXIT_ITEMS_FAILED;
+		return 0;
+	}
+	size_t nrows, nshort, nmoving;
+	const sp_model_row_t *few;
+	progress(&s->c, &nrows, &nshort, &nmoving, nlive, &few);
+	if (!s->cl->quiet) {
+		fprintf(stderr, "starpipe calibrate: run %ld (%.1f s): %zu of %zu footprint(s) "
+			"calibrated", s->runs, now_s() - t1, nrows - nshort, nrows);
+		if (few != NULL)
+			fprintf(stderr, "; %zu gaining samples, fewest %s on %s: %u", nmoving,
+				few->symbol, few->arch, few->nsample);
+		fputc('\n', stderr);
+	}
+	return nmoving;
+}
+
+/* The runs, until the models are calibrated, stall or the runs run out; the exit status. */
+static int run_until_calibrated(struct session *s)
+{
 	struct sigaction sa = { .sa_handler = on_stop };
+	int status = 0, stalled = 0;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	double t0 = now_s();
-	int out_of_runs = 0, stalled = 0;
+	s->t0 = now_s();
 	for (;;) {
-		double t1 = now_s();
-		int rc = run_child(cargv, log);
-		runs++;
-		if (stop_signal) {
-			fprintf(stderr, "starpipe calibrate: interrupted by SIG%s in run %ld\n",
-				sigabbrev_np(stop_signal), runs);
-			status = 128 + stop_signal;
+		size_t nlive = 0, nmoving = one_run(s, &status, &nlive);
+		if (status != 0)
 			break;
-		}
-		if (rc != 0) {
-			fprintf(stderr, "starpipe calibrate: run %ld failed (exit %d); its messages:\n", runs,
-				rc);
-			show_log(log);
-			status = rc == EXIT_USAGE ? EXIT_USAGE : EXIT_ITEMS_FAILED;
-			break;
-		}
-		ncuda = cuda_workers(figures);
-		count_flushes(&c, log);
-		cargv[calarg] = "1"; /* --calibrate 2 starts afresh once */
-		if (read_rows(&c) != 0) {
-			status = EXIT_ITEMS_FAILED;
-			break;
-		}
-		size_t nrows, nshort, nmoving, nlive;
-		const sp_model_row_t *few;
-		progress(&c, &nrows, &nshort, &nmoving, &nlive, &few);
-		if (!cl->quiet) {
-			fprintf(stderr, "starpipe calibrate: run %ld (%.1f s): %zu of %zu footprint(s) "
-				"calibrated", runs, now_s() - t1, nrows - nshort, nrows);
-			if (few != NULL)
-				fprintf(stderr, "; %zu gaining samples, fewest %s on %s: %u", nmoving,
-					few->symbol, few->arch, few->nsample);
-			fputc('\n', stderr);
-		}
 		/* Done when no footprint under the threshold gained a sample in
 		 * this run, unless one of them gained some earlier in the
 		 * session: then one more run.  StarPU drops a measurement far
@@ -491,34 +537,68 @@ int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *e
 			stalled = 0;
 		else if (nlive == 0 || ++stalled >= 2)
 			break;
-		if (runs == max) {
-			out_of_runs = 1;
+		if (s->runs == s->max) {
+			s->out_of_runs = 1;
 			break;
 		}
 	}
-	if (runs > 0 && (status == 0 || stop_signal)) { /* a failed run's messages said it */
-		printf("# starpipe calibrate %s: %ld run(s) in %.1f s; node type '%s' (%s), models in "
-		       "%s; StarPU's threshold: %u samples\n", cl->graph, runs, now_s() - t0, nt, from,
-		       c.folder, c.min);
-		size_t nbad = summary(&c, max, out_of_runs, ncuda);
-		fflush(stdout);
-		if (status == 0 && nbad > 0) {
-			fprintf(stderr, "starpipe calibrate: %zu footprint(s) this node runs are still "
-				"under %u samples\n", nbad, c.min);
-			status = EXIT_ITEMS_FAILED;
-		}
+	return status;
+}
+
+/* The summary of the runs on stdout; the exit status, given the runs' one. */
+static int report(struct session *s, int status)
+{
+	if (s->runs == 0 || (status != 0 && !stop_signal)) /* a failed run's messages said it */
+		return status;
+	printf("# starpipe calibrate %s: %ld run(s) in %.1f s; node type '%s' (%s), models in "
+	       "%s; StarPU's threshold: %u samples\n", s->cl->graph, s->runs, now_s() - s->t0, s->nt,
+	       s->from, s->c.folder, s->c.min);
+	size_t nbad = summary(&s->c, s->max, s->out_of_runs, s->ncuda);
+	fflush(stdout);
+	if (status == 0 && nbad > 0) {
+		fprintf(stderr, "starpipe calibrate: %zu footprint(s) this node runs are still "
+			"under %u samples\n", nbad, s->c.min);
+		status = EXIT_ITEMS_FAILED;
 	}
-done:
-	nftw(scratch, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	if (c.prev != c.first)
-		free(c.prev);
-	if (c.now != c.first)
-		free(c.now);
-	free(c.first);
-	free(c.touched);
-	for (size_t i = 0; i < c.nsyms; i++)
-		free(syms[i]);
-	sp_graph_free(&g);
-	free(cargv);
+	return status;
+}
+
+/* Frees the session; removes its scratch folder when it made one. */
+static void session_free(struct session *s, int scratched)
+{
+	struct calib *c = &s->c;
+	if (scratched)
+		nftw(s->scratch, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	if (c->prev != c->first)
+		free(c->prev);
+	if (c->now != c->first)
+		free(c->now);
+	free(c->first);
+	free(c->touched);
+	for (size_t i = 0; i < c->nsyms; i++)
+		free(s->syms[i]);
+	sp_graph_free(&s->g);
+	free(s->cargv);
+}
+
+int cli_cmd_calibrate(const struct cli *cl, int argc, char **argv, const char *exe)
+{
+	struct session s = { .cl = cl, .exe = exe };
+	int status = load(&s, argc);
+	if (status == 0)
+		status = given_args(&s, argc, argv);
+	if (status == 0) {
+		children_env(&s);
+		status = make_scratch(&s);
+	}
+	if (status != 0) {
+		session_free(&s, 0);
+		return status;
+	}
+	our_args(&s);
+	status = first_rows(&s);
+	if (status == 0)
+		status = report(&s, run_until_calibrated(&s));
+	session_free(&s, 1);
 	return status;
 }
