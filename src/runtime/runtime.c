@@ -153,17 +153,12 @@ static int check_address_space(const sp_runtime_conf_t *c, sp_err_t *err)
 	return sp_runtime_check_address_space(threads, err);
 }
 
-int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
+/* The environment StarPU reads at its init, and the session's settings; 0 or the error. */
+static int runtime_env(const sp_runtime_conf_t *c, sp_err_t *err)
 {
-	struct starpu_conf conf;
 	char dir[4096];
 	char num[32];
 	int ret;
-
-	if ((ret = check_address_space(c, err)) != 0)
-		return ret;
-	if (starpu_conf_init(&conf) != 0)
-		return sp_seterr(err, SP_ESTARPU, "starpu_conf_init failed");
 
 	/* StarPU reads its perf-model folder and workers-per-GPU count from
 	 * the environment only (1.3); set them before starpu_init.  StarPU
@@ -187,26 +182,31 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	if (getenv("STARPU_SILENT") == NULL)
 		setenv("STARPU_SILENT", "1", 1);
 	sp_runtime_hwloc_env();
+	return 0;
+}
 
+/* StarPU's configuration from ours; returns whether starpipe chooses the scheduler. */
+static int fill_conf(const sp_runtime_conf_t *c, struct starpu_conf *cf)
+{
 	openblas_set_num_threads(1);
-	conf.ncpus = c->ncpus;
+	cf->ncpus = c->ncpus;
 	if (c->cpu_count > 0) {
 		/* ranks sharing a node: each its own cores, or StarPU would bind
 		 * every rank's first worker to core 0 */
-		if (conf.ncpus < 0)
-			conf.ncpus = c->cpu_count;
-		conf.use_explicit_workers_bindid = 1;
+		if (cf->ncpus < 0)
+			cf->ncpus = c->cpu_count;
+		cf->use_explicit_workers_bindid = 1;
 		for (int w = 0; w < STARPU_NMAXWORKERS; w++)
-			conf.workers_bindid[w] = (unsigned)(c->cpu_first + w % c->cpu_count);
+			cf->workers_bindid[w] = (unsigned)(c->cpu_first + w % c->cpu_count);
 	}
-	conf.ncuda = c->ncuda;
-	conf.nopencl = 0;
-	conf.calibrate = c->calibrate;
+	cf->ncuda = c->ncuda;
+	cf->nopencl = 0;
+	cf->calibrate = c->calibrate;
 	/* starpipe handles SIGINT itself (main.c).  StarPU's own handler saves
 	 * the previous one at each starpu_init, so after the restart below (a
 	 * CUDA build on a node without GPU) it would save itself and spin in
 	 * raise(SIGINT) forever; it only dumps FxT traces, which we do not use. */
-	conf.catch_signals = 0;
+	cf->catch_signals = 0;
 	int autosched = c->scheduler == NULL || c->scheduler[0] == '\0' ||
 			strcmp(c->scheduler, "auto") == 0;
 	if (!autosched) {
@@ -222,10 +222,10 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		snprintf(sp__rt.sched, sizeof sp__rt.sched, "lws");
 #endif
 	}
-	conf.sched_policy_name = sp__rt.sched;
+	cf->sched_policy_name = sp__rt.sched;
 	if (strcmp(sp__rt.sched, "heteroprio") == 0) {
 		sp_hp_plan(c->graph, 0);
-		conf.sched_policy_init = sp_hp_init_cb;
+		cf->sched_policy_init = sp_hp_init_cb;
 		sp__rt.heteroprio = 1;
 	}
 	/* A GPU node: the workers' threads must leave a core to starpipe's own
@@ -235,7 +235,7 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	 * -1), and STARPU_RESERVE_NCPU (StarPU's own knob) still decides. */
 #if defined(STARPU_USE_CUDA) || defined(STARPU_SIMGRID)
 	if (c->ncpus < 0 && c->cpu_count == 0 && c->ncuda != 0 && getenv("STARPU_RESERVE_NCPU") == NULL)
-		conf.reserve_ncpus = 1;
+		cf->reserve_ncpus = 1;
 	/* StarPU keeps 5-10 % of a GPU's memory chunks clean by writing dirty
 	 * ones back to main memory, however much memory is free: each write-back
 	 * is a pinned host allocation (0.65 ms per MiB) and a copy on the CUDA
@@ -248,19 +248,26 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		setenv("STARPU_TARGET_CLEAN_BUFFERS", "0", 0);
 	}
 #endif
+	return autosched;
+}
 
-	ret = starpu_init(&conf);
+/* starpu_init, again without the GPU settings on a node without GPU; 0 or the error. */
+static int start_starpu(struct starpu_conf *cf, int autosched, sp_err_t *err)
+{
+	int ret;
+
+	ret = starpu_init(cf);
 	if (ret == -ENODEV)
 		return sp_seterr(err, SP_ENODEV, "StarPU found no worker to run tasks on");
 	if (ret != 0)
 		return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 
-	if (starpu_cuda_worker_get_count() == 0 && conf.reserve_ncpus > 0 &&
+	if (starpu_cuda_worker_get_count() == 0 && cf->reserve_ncpus > 0 &&
 	    (!autosched || strcmp(sp__rt.sched, "lws") == 0)) {
 		/* No GPU after all: every core for the CPU workers. */
 		starpu_shutdown();
-		conf.reserve_ncpus = 0;
-		ret = starpu_init(&conf);
+		cf->reserve_ncpus = 0;
+		ret = starpu_init(cf);
 		if (ret != 0)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 	}
@@ -268,15 +275,23 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		/* No GPU after all: restart with the CPU scheduler. */
 		starpu_shutdown();
 		snprintf(sp__rt.sched, sizeof sp__rt.sched, "lws");
-		conf.sched_policy_name = sp__rt.sched;
-		conf.sched_policy_init = NULL;
-		conf.reserve_ncpus = 0;
+		cf->sched_policy_name = sp__rt.sched;
+		cf->sched_policy_init = NULL;
+		cf->reserve_ncpus = 0;
 		sp__rt.heteroprio = 0;
-		ret = starpu_init(&conf);
+		ret = starpu_init(cf);
 		if (ret != 0)
 			return sp_seterr(err, SP_ESTARPU, "starpu_init failed: %s", strerror(-ret));
 	}
+	return 0;
+}
 
+/* What follows StarPU's init: models census, CPU cap note, CUDA handles; 0 or the error. */
+static int after_init(const sp_runtime_conf_t *c, sp_err_t *err)
+{
+	int ret = 0;
+
+	(void)err; /* the SimGrid and CUDA builds' */
 #ifndef SP_SIMGRID
 	/* How many of the graph's codelets have calibrated models here (-v,
 	 * the report, the notice of a node type without any) */
@@ -316,6 +331,12 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		return ret;
 	}
 #endif
+	return ret;
+}
+
+/* The session's clocks, trace, bound and progress. */
+static void session_begin(const sp_runtime_conf_t *c)
+{
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	sp__rt.up = 1;
 	sp__rt.t0 = sp_now_s();
@@ -332,6 +353,25 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 	sp__rt.progress = c->progress;
 	sp__rt.progress_period = c->progress_period;
 	sp__progress_start();
+}
+
+int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
+{
+	struct starpu_conf conf;
+	int ret;
+
+	if ((ret = check_address_space(c, err)) != 0)
+		return ret;
+	if (starpu_conf_init(&conf) != 0)
+		return sp_seterr(err, SP_ESTARPU, "starpu_conf_init failed");
+	if ((ret = runtime_env(c, err)) != 0)
+		return ret;
+	int autosched = fill_conf(c, &conf);
+	if ((ret = start_starpu(&conf, autosched, err)) != 0)
+		return ret;
+	if ((ret = after_init(c, err)) != 0)
+		return ret;
+	session_begin(c);
 	return 0;
 }
 
