@@ -771,35 +771,11 @@ static void stage_int_key(ctx_t *c, yaml_node_t *body, const char *key, const ch
 		*out = (int)sp_param_int(sval(v));
 }
 
-/* The stage's kind, params, priority, tile and where. */
-static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
+/* The kind of the stage that `uses:` names, and its parameters' defaults; NULL when unknown (said). */
+static const sp_stage_kind_t *stage_kind(ctx_t *c, sp_gstage_t *st, yaml_node_t *uses)
 {
-	char sname[SP__NAME_MAX + 4];
-	yaml_node_t *body = ts->val, *uses, *with, *where;
 	const sp_stage_kind_t *kind;
-	char buf[160], what[SP__NAME_MAX + 256], ref[128];
-	unsigned char *given; /* by parameter: set by `with:` or a variable */
-	const char *sn = sp__diag_clip(sname, st->name);
 
-	if (body->type != YAML_MAPPING_NODE) {
-		sp_diag_add(c->d, loc_of(body),
-			    "stage '%s' must be a mapping with 'uses:', got %s", sn,
-			    type_name(body));
-		return;
-	}
-	snprintf(buf, sizeof buf, " in stage '%s'", sn);
-	check_allowed(c, body, stage_keys, 6, "key", buf);
-	uses = map_get(c, body, "uses");
-	if (uses == NULL) {
-		sp_diag_add(c->d, st->loc, "stage '%s' has no 'uses:' (the stage kind)", sn);
-		return;
-	}
-	if (uses->type != YAML_SCALAR_NODE) {
-		sp_diag_add(c->d, loc_of(uses), "'uses' of stage '%s' must be a stage kind, got %s",
-			    sn, type_name(uses));
-		return;
-	}
-	ts->ok = 1;
 	kind = sp_stage_find(c->reg, sval(uses));
 	if (kind == NULL) {
 		size_t nk = c->reg->nkinds;
@@ -811,7 +787,7 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		unknown_name(c, loc_of(uses), "unknown stage kind", sval(uses), "", names, nk,
 			     " (run 'starpipe list' to see them)");
 		free(names);
-		return;
+		return NULL;
 	}
 	st->kind = kind;
 	st->params = sp__xcalloc(kind->nparams, sizeof *st->params);
@@ -819,15 +795,15 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	st->inputs = sp__xcalloc(kind->ninputs, sizeof *st->inputs);
 	for (size_t i = 0; i < kind->ninputs; i++)
 		st->inputs[i].stage = NOT_CONNECTED;
+	return kind;
+}
 
-	stage_int_key(c, body, "priority", sn, -1000000, 1000000, &st->priority);
-	stage_int_key(c, body, "tile", sn, 0, 100000000, &st->tile);
-	if (st->tile != 0 && kind->tile == NULL) {
-		sp_diag_add(c->d, loc_of(map_get(c, body, "tile")),
-			    "stage '%s' cannot tile: '%s' runs as one task per item", sn, kind->name);
-		st->tile = 0;
-	}
-	where = map_get(c, body, "where");
+/* The stage's `where:`. */
+static void stage_where(ctx_t *c, sp_gstage_t *st, yaml_node_t *body, const char *sn)
+{
+	const sp_stage_kind_t *kind = st->kind;
+	yaml_node_t *where = map_get(c, body, "where");
+
 	if (where != NULL) {
 		static const sp_param_spec_t spec = { "where", SP_PT_ENUM, "any", 0, -1,
 						      "any|cpu|cuda", NULL, 0 };
@@ -852,14 +828,21 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 				st->where = w;
 		}
 	}
+}
 
-	with = map_get(c, body, "with");
+/* The stage's `with:` parameters; marks them in given. */
+static void stage_with(ctx_t *c, sp_gstage_t *st, yaml_node_t *body, const char *sn,
+		       unsigned char *given)
+{
+	const sp_stage_kind_t *kind = st->kind;
+	char what[SP__NAME_MAX + 256];
+	yaml_node_t *with = map_get(c, body, "with");
+
 	if (with != NULL && !is_null(with) && with->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(with), "'with' of stage '%s' must be a mapping, got %s",
 			    sn, type_name(with));
 		with = NULL;
 	}
-	given = sp__xcalloc(kind->nparams + 1, 1);
 	if (with != NULL && with->type == YAML_MAPPING_NODE) {
 		const char **names = sp__xcalloc(kind->nparams, sizeof *names);
 
@@ -889,6 +872,14 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 		}
 		free(names);
 	}
+}
+
+/* The parameters neither `with:` nor given take from the graph's variables; marks them in given. */
+static void params_from_vars(ctx_t *c, sp_gstage_t *st, const char *sn, unsigned char *given)
+{
+	const sp_stage_kind_t *kind = st->kind;
+	char what[SP__NAME_MAX + 256], ref[128];
+
 	/* A parameter that `with:` leaves out takes the graph's variable of the
 	 * same name, as if the stage said `NAME: "${NAME}"`, before the kind's
 	 * default: a pipeline's knobs are declared once, under params:, and
@@ -917,11 +908,65 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 			 pn, kind->name, sn, pn);
 		set_param_text(c, &st->params[i], ref, c->vars[v].loc, what, 1);
 	}
+}
+
+/* Says each required parameter not given. */
+static void check_required(ctx_t *c, const sp_gstage_t *st, const char *sn,
+			   const unsigned char *given)
+{
+	const sp_stage_kind_t *kind = st->kind;
+
 	for (size_t i = 0; i < kind->nparams; i++)
 		if (kind->params[i].def == NULL && !given[i])
 			sp_diag_add(c->d, st->loc,
 				    "stage '%s' (%s) is missing required parameter '%s'",
 				    sn, kind->name, kind->params[i].name);
+}
+
+/* The stage's kind, params, priority, tile and where. */
+static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
+{
+	char sname[SP__NAME_MAX + 4];
+	yaml_node_t *body = ts->val, *uses;
+	const sp_stage_kind_t *kind;
+	char buf[160];
+	unsigned char *given; /* by parameter: set by `with:` or a variable */
+	const char *sn = sp__diag_clip(sname, st->name);
+
+	if (body->type != YAML_MAPPING_NODE) {
+		sp_diag_add(c->d, loc_of(body),
+			    "stage '%s' must be a mapping with 'uses:', got %s", sn,
+			    type_name(body));
+		return;
+	}
+	snprintf(buf, sizeof buf, " in stage '%s'", sn);
+	check_allowed(c, body, stage_keys, 6, "key", buf);
+	uses = map_get(c, body, "uses");
+	if (uses == NULL) {
+		sp_diag_add(c->d, st->loc, "stage '%s' has no 'uses:' (the stage kind)", sn);
+		return;
+	}
+	if (uses->type != YAML_SCALAR_NODE) {
+		sp_diag_add(c->d, loc_of(uses), "'uses' of stage '%s' must be a stage kind, got %s",
+			    sn, type_name(uses));
+		return;
+	}
+	ts->ok = 1;
+	kind = stage_kind(c, st, uses);
+	if (kind == NULL)
+		return;
+	stage_int_key(c, body, "priority", sn, -1000000, 1000000, &st->priority);
+	stage_int_key(c, body, "tile", sn, 0, 100000000, &st->tile);
+	if (st->tile != 0 && kind->tile == NULL) {
+		sp_diag_add(c->d, loc_of(map_get(c, body, "tile")),
+			    "stage '%s' cannot tile: '%s' runs as one task per item", sn, kind->name);
+		st->tile = 0;
+	}
+	stage_where(c, st, body, sn);
+	given = sp__xcalloc(kind->nparams + 1, 1);
+	stage_with(c, st, body, sn, given);
+	params_from_vars(c, st, sn, given);
+	check_required(c, st, sn, given);
 	free(given);
 }
 
