@@ -970,6 +970,134 @@ static void load_stage_body(ctx_t *c, sp_gstage_t *st, tstage_t *ts)
 	free(given);
 }
 
+/* One stage's `in:` being read: the stages, and the names for suggestions. */
+typedef struct {
+	ctx_t *c;
+	sp_gstage_t *all, *st;
+	size_t n, self;
+	const smap_t *names;
+	const char ***cand; /* made on first need */
+	const char *sn;
+	const char **ports;
+} in_ctx_t;
+
+/* The input port key k names; SIZE_MAX when none (said). */
+static size_t input_port(in_ctx_t *ic, yaml_node_t *k)
+{
+	const sp_stage_kind_t *kind = ic->st->kind;
+	size_t i;
+
+	for (i = 0; i < kind->ninputs; i++)
+		if (strcmp(sval(k), ic->ports[i]) == 0)
+			return i;
+	char of[160], none[160];
+
+	snprintf(of, sizeof of, " of '%s'", kind->name);
+	snprintf(none, sizeof none, " ('%s' has no inputs)", kind->name);
+	unknown_name(ic->c, loc_of(k), "unknown input port", sval(k), kind->ninputs != 0 ? of : "",
+		     ic->ports, kind->ninputs, kind->ninputs != 0 ? "" : none);
+	return SIZE_MAX;
+}
+
+/* The stage reference v names before its dot; SIZE_MAX when none or this one (said). */
+static size_t ref_stage(in_ctx_t *ic, yaml_node_t *v, const char *ref, const char *dot)
+{
+	ctx_t *c = ic->c;
+	size_t j = sp__smap_get(ic->names, ref, (size_t)(dot - ref));
+
+	if (j == SIZE_MAX) {
+		char *rs = sp__xstrndup(ref, (size_t)(dot - ref));
+
+		if (*ic->cand == NULL) {
+			*ic->cand = sp__xcalloc(ic->n, sizeof **ic->cand);
+			for (size_t q = 0; q < ic->n; q++)
+				(*ic->cand)[q] = ic->all[q].name;
+		}
+		unknown_name(c, loc_of(v), "reference to unknown stage", rs, "", *ic->cand, ic->n, "");
+		free(rs);
+		return SIZE_MAX;
+	}
+	if (j == ic->self) {
+		sp_diag_add(c->d, loc_of(v), "stage '%s' is connected to itself", ic->sn);
+		return SIZE_MAX;
+	}
+	return j;
+}
+
+/* The output of stage j (kind pk) named after the dot; SIZE_MAX when none (said). */
+static size_t ref_output(in_ctx_t *ic, yaml_node_t *v, size_t j, const sp_stage_kind_t *pk,
+			 const char *dot)
+{
+	ctx_t *c = ic->c;
+	size_t o;
+
+	for (o = 0; o < pk->noutputs; o++)
+		if (strcmp(pk->outputs[o].name, dot + 1) == 0)
+			return o;
+	const char **outs = sp__xcalloc(pk->noutputs, sizeof *outs);
+
+	for (size_t q = 0; q < pk->noutputs; q++)
+		outs[q] = pk->outputs[q].name;
+	if (pk->noutputs == 0) {
+		sp_diag_add(c->d, loc_of(v), "stage '%s' (%s) has no outputs", clip(c, ic->all[j].name),
+			    pk->name);
+	} else {
+		char lead[192];
+
+		snprintf(lead, sizeof lead, "stage '%s' (%s) has no output", clip(c, ic->all[j].name),
+			 pk->name);
+		unknown_name(c, loc_of(v), lead, dot + 1, "", outs, pk->noutputs, "");
+	}
+	free(outs);
+	return SIZE_MAX;
+}
+
+/* One `PORT: stage.port` of the stage's `in:`. */
+static void connect_input(in_ctx_t *ic, yaml_node_t *k, yaml_node_t *v)
+{
+	ctx_t *c = ic->c;
+	sp_gstage_t *st = ic->st;
+	const sp_stage_kind_t *kind = st->kind, *pk;
+	const char *ref, *dot;
+	size_t i, j, o;
+
+	if ((i = input_port(ic, k)) == SIZE_MAX)
+		return;
+	/* Mark it as handled even when the reference is bad, so
+	 * that it is not also reported as not connected. */
+	st->inputs[i].stage = NOT_CONNECTED - 1;
+	if (v->type != YAML_SCALAR_NODE) {
+		sp_diag_add(c->d, loc_of(v),
+			    "input '%s' of stage '%s' must be a reference 'stage.port', got %s",
+			    ic->ports[i], ic->sn, type_name(v));
+		return;
+	}
+	ref = sval(v);
+	dot = strchr(ref, '.');
+	if (dot == NULL || dot == ref || dot[1] == '\0' || strchr(dot + 1, '.') != NULL) {
+		sp_diag_add(c->d, loc_of(v), "malformed reference '%s' (expected 'stage.port')",
+			    clip(c, ref));
+		return;
+	}
+	if ((j = ref_stage(ic, v, ref, dot)) == SIZE_MAX)
+		return;
+	pk = ic->all[j].kind;
+	if (pk == NULL)
+		return; /* its kind was already reported */
+	if ((o = ref_output(ic, v, j, pk, dot)) == SIZE_MAX)
+		return;
+	if (strcmp(pk->outputs[o].type, kind->inputs[i].type) != 0) {
+		sp_diag_add(c->d, loc_of(v), "input '%s' of stage '%s' has type '%s' but '%s' is '%s'",
+			    ic->ports[i], ic->sn, kind->inputs[i].type, clip(c, ref),
+			    pk->outputs[o].type);
+		/* Keep the edge: a cycle through it is worth
+		 * reporting too. */
+	}
+	st->inputs[i].stage = j;
+	st->inputs[i].port = o;
+	st->inputs[i].loc = loc_of(v);
+}
+
 /* The stage's `in:` connections.  names indexes the stages by name; *cand
  * is their names for suggestions, made on first need. */
 static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n, size_t self,
@@ -980,120 +1108,27 @@ static void load_stage_inputs(ctx_t *c, sp_gstage_t *all, tstage_t *ts, size_t n
 	const sp_stage_kind_t *kind = st->kind;
 	yaml_node_t *in = ts[self].val->type == YAML_MAPPING_NODE ?
 				  map_get(c, ts[self].val, "in") : NULL;
-	const char *sn = sp__diag_clip(sname, st->name);
+	in_ctx_t ic = { c, all, st, n, self, names, cand, sp__diag_clip(sname, st->name), NULL };
 
 	if (kind == NULL)
 		return;
 	if (in != NULL && !is_null(in) && in->type != YAML_MAPPING_NODE) {
 		sp_diag_add(c->d, loc_of(in), "'in' of stage '%s' must be a mapping, got %s",
-			    sn, type_name(in));
+			    ic.sn, type_name(in));
 		return;
 	}
 	if (in != NULL && in->type == YAML_MAPPING_NODE) {
-		const char **ports = sp__xcalloc(kind->ninputs, sizeof *ports);
-
+		ic.ports = sp__xcalloc(kind->ninputs, sizeof *ic.ports);
 		for (size_t i = 0; i < kind->ninputs; i++)
-			ports[i] = kind->inputs[i].name;
+			ic.ports[i] = kind->inputs[i].name;
 		FOR_PAIRS(c, in, p)
-		{
-			yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
-			const char *ref, *dot;
-			const sp_stage_kind_t *pk;
-			size_t i, j, o;
-
-			for (i = 0; i < kind->ninputs; i++)
-				if (strcmp(sval(k), ports[i]) == 0)
-					break;
-			if (i == kind->ninputs) {
-				char of[160], none[160];
-
-				snprintf(of, sizeof of, " of '%s'", kind->name);
-				snprintf(none, sizeof none, " ('%s' has no inputs)", kind->name);
-				unknown_name(c, loc_of(k), "unknown input port", sval(k),
-					     kind->ninputs != 0 ? of : "", ports, kind->ninputs,
-					     kind->ninputs != 0 ? "" : none);
-				continue;
-			}
-			/* Mark it as handled even when the reference is bad, so
-			 * that it is not also reported as not connected. */
-			st->inputs[i].stage = NOT_CONNECTED - 1;
-			if (v->type != YAML_SCALAR_NODE) {
-				sp_diag_add(c->d, loc_of(v),
-					    "input '%s' of stage '%s' must be a reference 'stage.port', got %s",
-					    ports[i], sn, type_name(v));
-				continue;
-			}
-			ref = sval(v);
-			dot = strchr(ref, '.');
-			if (dot == NULL || dot == ref || dot[1] == '\0' || strchr(dot + 1, '.') != NULL) {
-				sp_diag_add(c->d, loc_of(v),
-					    "malformed reference '%s' (expected 'stage.port')",
-					    clip(c, ref));
-				continue;
-			}
-			j = sp__smap_get(names, ref, (size_t)(dot - ref));
-			if (j == SIZE_MAX) {
-				char *rs = sp__xstrndup(ref, (size_t)(dot - ref));
-
-				if (*cand == NULL) {
-					*cand = sp__xcalloc(n, sizeof **cand);
-					for (size_t q = 0; q < n; q++)
-						(*cand)[q] = all[q].name;
-				}
-				unknown_name(c, loc_of(v), "reference to unknown stage", rs, "", *cand,
-					     n, "");
-				free(rs);
-				continue;
-			}
-			if (j == self) {
-				sp_diag_add(c->d, loc_of(v), "stage '%s' is connected to itself",
-					    sn);
-				continue;
-			}
-			pk = all[j].kind;
-			if (pk == NULL)
-				continue; /* its kind was already reported */
-			for (o = 0; o < pk->noutputs; o++)
-				if (strcmp(pk->outputs[o].name, dot + 1) == 0)
-					break;
-			if (o == pk->noutputs) {
-				const char **outs = sp__xcalloc(pk->noutputs, sizeof *outs);
-
-				for (size_t q = 0; q < pk->noutputs; q++)
-					outs[q] = pk->outputs[q].name;
-				if (pk->noutputs == 0) {
-					sp_diag_add(c->d, loc_of(v),
-						    "stage '%s' (%s) has no outputs",
-						    clip(c, all[j].name), pk->name);
-				} else {
-					char lead[192];
-
-					snprintf(lead, sizeof lead, "stage '%s' (%s) has no output",
-						 clip(c, all[j].name), pk->name);
-					unknown_name(c, loc_of(v), lead, dot + 1, "", outs,
-						     pk->noutputs, "");
-				}
-				free(outs);
-				continue;
-			}
-			if (strcmp(pk->outputs[o].type, kind->inputs[i].type) != 0) {
-				sp_diag_add(c->d, loc_of(v),
-					    "input '%s' of stage '%s' has type '%s' but '%s' is '%s'",
-					    ports[i], sn, kind->inputs[i].type, clip(c, ref),
-					    pk->outputs[o].type);
-				/* Keep the edge: a cycle through it is worth
-				 * reporting too. */
-			}
-			st->inputs[i].stage = j;
-			st->inputs[i].port = o;
-			st->inputs[i].loc = loc_of(v);
-		}
-		free(ports);
+			connect_input(&ic, node(c, p->key), node(c, p->value));
+		free(ic.ports);
 	}
 	for (size_t i = 0; i < kind->ninputs; i++) {
 		if (st->inputs[i].stage == NOT_CONNECTED)
 			sp_diag_add(c->d, st->loc, "input '%s' of stage '%s' is not connected",
-				    kind->inputs[i].name, sn);
+				    kind->inputs[i].name, ic.sn);
 		else if (st->inputs[i].stage == NOT_CONNECTED - 1)
 			st->inputs[i].stage = NOT_CONNECTED;
 	}
