@@ -197,128 +197,169 @@ int cli_run_option_takes_value(const char *arg)
 	return 0;
 }
 
-int cli_parse_args(int argc, char **argv, struct cli *c)
+static int opt_set(struct cli *c, const char *arg)
 {
-	int o, r = 0;
-	char *end;
+	const char *eq = strchr(arg, '=');
+	if (eq == NULL || eq == arg)
+		return cli_usage_error("--set expects NAME=VALUE, got '%s'", arg);
+	return add_var(c, arg, (size_t)(eq - arg), eq + 1);
+}
 
-	c->inflight = 0; /* 0: sp_run() decides from the workers */
-	while ((o = getopt_long(argc, argv, SHORT_OPTS, lo, NULL)) != -1) {
-		switch (o) {
-		case 's': {
-			const char *eq = strchr(optarg, '=');
-			if (eq == NULL || eq == optarg)
-				return cli_usage_error("--set expects NAME=VALUE, got '%s'", optarg);
-			r = add_var(c, optarg, (size_t)(eq - optarg), eq + 1);
-			break;
-		}
-		case 'i': r = add_var(c, "input", 5, optarg); break;
-		case 'o': r = add_var(c, "output", 6, optarg); break;
-		case OPT_SCHED: r = set_rt(c, SP_RT_SCHEDULER, optarg, "--sched"); break;
-		case OPT_NCPUS: r = set_rt(c, SP_RT_NCPUS, optarg, "--ncpus"); break;
-		case OPT_NCUDA: r = set_rt(c, SP_RT_NCUDA, optarg, "--ncuda"); break;
-		case OPT_WPG: r = set_rt(c, SP_RT_WORKERS_PER_GPU, optarg, "--workers-per-gpu"); break;
-		case OPT_PMDIR: r = set_rt(c, SP_RT_PERFMODEL_DIR, optarg, "--perfmodel-dir"); break;
-		case OPT_CALIB: r = set_rt(c, SP_RT_CALIBRATE, optarg, "--calibrate"); break;
-		case OPT_INFLIGHT:
-			c->inflight = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || c->inflight < 1 || c->inflight > 64)
-				return cli_usage_error("--inflight expects an integer in [1, 64], got '%s'", optarg);
-			break;
-		case OPT_REPORT: c->report = optarg; break;
-		case OPT_TRACE: c->trace = optarg; break;
-		case OPT_PROGRESS:
-			c->progress_every = strtod(optarg, &end);
-			if (*optarg == '\0' || *end != '\0' || !(c->progress_every > 0) ||
-			    c->progress_every > 86400)
-				return cli_usage_error("--progress-every expects seconds in (0, 86400], got '%s'",
-						   optarg);
-			break;
-		case OPT_SKIP: c->skip_existing = 1; break;
-		case OPT_TILE:
-			if (strchr(optarg, '=') == NULL || *optarg == '=')
-				return cli_usage_error("--tile expects STAGE=N, got '%s'", optarg);
-			if (c->ntiles == sizeof c->tiles / sizeof c->tiles[0])
-				return cli_usage_error("%s", "too many --tile options");
-			c->tiles[c->ntiles++] = optarg;
-			break;
-		case OPT_FIGURES: c->figures = optarg; break;
-		case OPT_TASKS: c->tasks = optarg; break;
-		case OPT_SIMCOUNT: {
-			const char *eq = strchr(optarg, '=');
-			long v = eq ? strtol(eq + 1, &end, 10) : -1;
+/* strtol of the whole of arg into [lo, hi]; -1 (and *v untouched) otherwise */
+static int whole_long(const char *arg, long lo, long hi, long *v)
+{
+	char *end;
+	long x = strtol(arg, &end, 10);
+	if (*arg == '\0' || *end != '\0' || x < lo || x > hi)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static int opt_inflight(struct cli *c, const char *arg)
+{
+	long v;
+	if (whole_long(arg, 1, 64, &v) != 0)
+		return cli_usage_error("--inflight expects an integer in [1, 64], got '%s'", arg);
+	c->inflight = v;
+	return 0;
+}
+
+static int opt_progress(struct cli *c, const char *arg)
+{
+	char *end;
+	c->progress_every = strtod(arg, &end);
+	if (*arg == '\0' || *end != '\0' || !(c->progress_every > 0) || c->progress_every > 86400)
+		return cli_usage_error("--progress-every expects seconds in (0, 86400], got '%s'", arg);
+	return 0;
+}
+
+static int opt_tile(struct cli *c, char *arg)
+{
+	if (strchr(arg, '=') == NULL || *arg == '=')
+		return cli_usage_error("--tile expects STAGE=N, got '%s'", arg);
+	if (c->ntiles == sizeof c->tiles / sizeof c->tiles[0])
+		return cli_usage_error("%s", "too many --tile options");
+	c->tiles[c->ntiles++] = arg;
+	return 0;
+}
+
+static int opt_sim_count(const char *arg)
+{
 #ifndef SP_SIMGRID
-			return cli_usage_error("--sim-count %s: only starpipe-sim simulates", optarg);
+	return cli_usage_error("--sim-count %s: only starpipe-sim simulates", arg);
+#else
+	const char *eq = strchr(arg, '=');
+	long v;
+	if (eq == NULL || eq == arg || eq - arg >= 32 || whole_long(eq + 1, 0, 100000000, &v) != 0)
+		return cli_usage_error("--sim-count expects NAME=N (N in [0, 100000000]), got '%s'", arg);
+	char name[32];
+	snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+	if (sp_sim_count_set(name, v) != 0)
+		return cli_usage_error("%s", "too many --sim-count options");
+	return 0;
 #endif
-			if (eq == NULL || eq == optarg || eq - optarg >= 32 || eq[1] == '\0' || *end != '\0' ||
-			    v < 0 || v > 100000000)
-				return cli_usage_error("--sim-count expects NAME=N (N in [0, 100000000]), got '%s'",
-						   optarg);
-			char name[32];
-			snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
-			if (sp_sim_count_set(name, v) != 0)
-				return cli_usage_error("%s", "too many --sim-count options");
-			break;
-		}
-		case OPT_NODETYPE: {
-			char msg[256];
+}
+
+static int opt_node_type(struct cli *c, char *arg)
+{
 #ifdef SP_SIMGRID
-			/* SimGrid loads the platform before starpipe-sim starts */
-			return cli_usage_error("--node-type %s: starpipe-sim's platform is named by "
-					       "STARPU_HOSTNAME; set it instead", optarg);
-#endif
-			if (sp_runtime_check_node_type(optarg, msg, sizeof msg) != 0) {
-				fprintf(stderr, "starpipe: --node-type: %s\nTry 'starpipe --help'.\n", msg);
-				return EXIT_USAGE;
-			}
-			c->node_type = optarg;
-			break;
-		}
-		case OPT_MAXRUNS:
-			c->max_runs = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || c->max_runs < 1 || c->max_runs > 1000)
-				return cli_usage_error("--max-runs expects an integer in [1, 1000], got '%s'",
-						       optarg);
-			break;
-		case OPT_JOURNAL: c->journal = optarg; break;
-		case OPT_SHARD: {
-			char *slash;
-			c->shard_i = strtol(optarg, &slash, 10);
-			if (slash == optarg || *slash != '/' ||
-			    (c->shard_k = strtol(slash + 1, &end, 10), end == slash + 1 || *end != '\0') ||
-			    c->shard_k < 1 || c->shard_i < 0 || c->shard_i >= c->shard_k)
-				return cli_usage_error("--shard expects I/K with 0 <= I < K, got '%s'", optarg);
-			break;
-		}
-		case OPT_MEMLIMIT: {
-			static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18,
-							      NULL, NULL, 0 };
-			char msg[256];
-			if (sp_param_check(&spec, optarg, msg, sizeof msg) != 0) {
-				fprintf(stderr, "starpipe: --memory-limit: %s\nTry 'starpipe --help'.\n", msg);
-				return EXIT_USAGE;
-			}
-			c->memory_limit = sp_param_size(optarg);
-			break;
-		}
-		case 'q': c->quiet = 1; break;
-		case 'v': c->verbose = 1; break;
-		case 'h': fputs(cli_usage_text, stdout); exit(0);
-		case 'V': {
-			char d[160], bl[200];
-			sp_runtime_describe(d, sizeof d);
-			cli_blas_describe(bl, sizeof bl);
-			printf("starpipe %s\n%s\n%s\n%s\nCPU kernels: %s%s\n", PACKAGE_VERSION, d,
-			       sp_cluster_describe(), bl, sp_isa_name(sp_cpu_isa()),
-			       getenv("STARPIPE_CPU_ISA") != NULL ? " (STARPIPE_CPU_ISA)" : "");
-			sp_cluster_finalize();
-			exit(0);
-		}
-		default: return cli_usage_error("%s", "invalid option");
-		}
-		if (r != 0)
-			return r;
+	/* SimGrid loads the platform before starpipe-sim starts */
+	(void)c;
+	return cli_usage_error("--node-type %s: starpipe-sim's platform is named by "
+			       "STARPU_HOSTNAME; set it instead", arg);
+#else
+	char msg[256];
+	if (sp_runtime_check_node_type(arg, msg, sizeof msg) != 0) {
+		fprintf(stderr, "starpipe: --node-type: %s\nTry 'starpipe --help'.\n", msg);
+		return EXIT_USAGE;
 	}
+	c->node_type = arg;
+	return 0;
+#endif
+}
+
+static int opt_max_runs(struct cli *c, const char *arg)
+{
+	long v;
+	if (whole_long(arg, 1, 1000, &v) != 0)
+		return cli_usage_error("--max-runs expects an integer in [1, 1000], got '%s'", arg);
+	c->max_runs = v;
+	return 0;
+}
+
+static int opt_shard(struct cli *c, const char *arg)
+{
+	char *slash, *end;
+	c->shard_i = strtol(arg, &slash, 10);
+	if (slash == arg || *slash != '/' ||
+	    (c->shard_k = strtol(slash + 1, &end, 10), end == slash + 1 || *end != '\0') ||
+	    c->shard_k < 1 || c->shard_i < 0 || c->shard_i >= c->shard_k)
+		return cli_usage_error("--shard expects I/K with 0 <= I < K, got '%s'", arg);
+	return 0;
+}
+
+static int opt_memory_limit(struct cli *c, const char *arg)
+{
+	static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18, NULL, NULL, 0 };
+	char msg[256];
+	if (sp_param_check(&spec, arg, msg, sizeof msg) != 0) {
+		fprintf(stderr, "starpipe: --memory-limit: %s\nTry 'starpipe --help'.\n", msg);
+		return EXIT_USAGE;
+	}
+	c->memory_limit = sp_param_size(arg);
+	return 0;
+}
+
+static void print_version(void)
+{
+	char d[160], bl[200];
+	sp_runtime_describe(d, sizeof d);
+	cli_blas_describe(bl, sizeof bl);
+	printf("starpipe %s\n%s\n%s\n%s\nCPU kernels: %s%s\n", PACKAGE_VERSION, d,
+	       sp_cluster_describe(), bl, sp_isa_name(sp_cpu_isa()),
+	       getenv("STARPIPE_CPU_ISA") != NULL ? " (STARPIPE_CPU_ISA)" : "");
+	sp_cluster_finalize();
+}
+
+/* one option from getopt_long: 0, or the exit status of a usage error */
+static int parse_option(struct cli *c, int o, char *arg)
+{
+	switch (o) {
+	case 's': return opt_set(c, arg);
+	case 'i': return add_var(c, "input", 5, arg);
+	case 'o': return add_var(c, "output", 6, arg);
+	case OPT_SCHED: return set_rt(c, SP_RT_SCHEDULER, arg, "--sched");
+	case OPT_NCPUS: return set_rt(c, SP_RT_NCPUS, arg, "--ncpus");
+	case OPT_NCUDA: return set_rt(c, SP_RT_NCUDA, arg, "--ncuda");
+	case OPT_WPG: return set_rt(c, SP_RT_WORKERS_PER_GPU, arg, "--workers-per-gpu");
+	case OPT_PMDIR: return set_rt(c, SP_RT_PERFMODEL_DIR, arg, "--perfmodel-dir");
+	case OPT_CALIB: return set_rt(c, SP_RT_CALIBRATE, arg, "--calibrate");
+	case OPT_INFLIGHT: return opt_inflight(c, arg);
+	case OPT_REPORT: c->report = arg; return 0;
+	case OPT_TRACE: c->trace = arg; return 0;
+	case OPT_PROGRESS: return opt_progress(c, arg);
+	case OPT_SKIP: c->skip_existing = 1; return 0;
+	case OPT_TILE: return opt_tile(c, arg);
+	case OPT_FIGURES: c->figures = arg; return 0;
+	case OPT_TASKS: c->tasks = arg; return 0;
+	case OPT_SIMCOUNT: return opt_sim_count(arg);
+	case OPT_NODETYPE: return opt_node_type(c, arg);
+	case OPT_MAXRUNS: return opt_max_runs(c, arg);
+	case OPT_JOURNAL: c->journal = arg; return 0;
+	case OPT_SHARD: return opt_shard(c, arg);
+	case OPT_MEMLIMIT: return opt_memory_limit(c, arg);
+	case 'q': c->quiet = 1; return 0;
+	case 'v': c->verbose = 1; return 0;
+	case 'h': fputs(cli_usage_text, stdout); exit(0);
+	case 'V': print_version(); exit(0);
+	default: return cli_usage_error("%s", "invalid option");
+	}
+}
+
+/* the command, its graph file and the items after the options */
+static int parse_operands(int argc, char **argv, struct cli *c)
+{
 	if (optind >= argc)
 		return cli_usage_error("%s", "missing command");
 	c->cmd = argv[optind++];
@@ -340,6 +381,17 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		return cli_usage_error("unexpected argument '%s'", argv[optind]);
 	}
 	return 0;
+}
+
+int cli_parse_args(int argc, char **argv, struct cli *c)
+{
+	int o, r;
+
+	c->inflight = 0; /* 0: sp_run() decides from the workers */
+	while ((o = getopt_long(argc, argv, SHORT_OPTS, lo, NULL)) != -1)
+		if ((r = parse_option(c, o, optarg)) != 0)
+			return r;
+	return parse_operands(argc, argv, c);
 }
 
 void cli_say(const char *fmt, ...)

@@ -20,11 +20,96 @@
 #include <starpu_simgrid_wrap.h> /* main becomes an actor of the simulation */
 #endif
 
+/* the running program's path, for the children of tune and calibrate */
+static void self_exe(char *exe, size_t size, const char *argv0)
+{
+	ssize_t n = readlink("/proc/self/exe", exe, size - 1);
+	if (n <= 0)
+		snprintf(exe, size, "%s", argv0);
+	else
+		exe[n] = '\0';
+}
+
+static void free_vars(struct cli *c)
+{
+	for (size_t i = 0; i < c->nvars; i++)
+		free((char *)c->vars[i].name);
+}
+
+/* starpipe calibrate: runs as children (cmd_calibrate.c), never StarPU nor
+ * MPI itself; the options are parsed as run's, on a copy (getopt reorders
+ * it), and the children get them as given */
+static int main_calibrate(int argc, char **argv)
+{
+	struct cli c = { 0 };
+	char exe[4096], **copy = calloc((size_t)argc + 1, sizeof *copy);
+	self_exe(exe, sizeof exe, argv[0]);
+	if (copy == NULL) {
+		fprintf(stderr, "starpipe: out of memory\n");
+		return EXIT_ITEMS_FAILED;
+	}
+	memcpy(copy, argv, (size_t)argc * sizeof *copy);
+	int r = cli_parse_args(argc, copy, &c);
+	if (r == 0)
+		r = cli_cmd_calibrate(&c, argc, argv, exe);
+	free_vars(&c);
+	free(copy);
+	return r;
+}
+
+/* list, models and help need no graph: 1 when c's command was one of them
+ * (its status in *r) */
+static int info_command(struct cli *c, int *r)
+{
+	if (strcmp(c->cmd, "list") == 0)
+		*r = cli_cmd_list();
+	else if (strcmp(c->cmd, "models") == 0)
+		*r = cli_cmd_models(c);
+	else if (strcmp(c->cmd, "help") == 0)
+		fputs(cli_usage_text, stdout);
+	else
+		return 0;
+	return 1;
+}
+
+static int check_command(const struct cli *c)
+{
+	if (strcmp(c->cmd, "calibrate") == 0 || strcmp(c->cmd, "tune") == 0)
+		return cli_usage_error("give the command first: starpipe %s GRAPH [OPTIONS]", c->cmd);
+	if (strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "validate") != 0 &&
+	    strcmp(c->cmd, "dot") != 0)
+		return cli_usage_error("unknown command '%s'", c->cmd);
+	return 0;
+}
+
+/* validate, dot, run: the graph loaded, then the command */
+static int graph_command(struct cli *c)
+{
+	sp_graph_t *g = NULL;
+	sp_diag_t d;
+	int r = 0;
+
+	sp_diag_init(&d, c->graph);
+	if (sp_graph_load(c->graph, c->vars, c->nvars, cli_registry(), &g, &d) != 0) {
+		if (sp_cluster_rank() == 0) /* MPI: one copy of the diagnostics */
+			sp_diag_print(&d, stderr);
+		sp_diag_free(&d);
+		return EXIT_USAGE;
+	}
+	sp_diag_free(&d);
+	if ((r = cli_apply_tiles(c, g)) != 0)
+		;
+	else if (strcmp(c->cmd, "dot") == 0)
+		sp_graph_dot(g, stdout);
+	else if (strcmp(c->cmd, "run") == 0)
+		r = cli_cmd_run(c, g);
+	sp_graph_free(&g);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
-	sp_graph_t *g = NULL;
-	sp_diag_t d;
 	sp_err_t cerr = { 0 };
 	/* Under an address-space limit too low to start, OpenBLAS's load-time
 	 * threads spin retrying their buffers: refuse at once (_exit: exit()
@@ -41,83 +126,20 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "tune") == 0) {
 		/* the sweep starts runs as children and never StarPU nor MPI itself */
 		char exe[4096];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-		if (n <= 0)
-			snprintf(exe, sizeof exe, "%s", argv[0]);
-		else
-			exe[n] = '\0';
+		self_exe(exe, sizeof exe, argv[0]);
 		return sp_tune_main(argc - 1, argv + 1, exe, cli_run_option_takes_value);
 	}
-	if (argc > 1 && strcmp(argv[1], "calibrate") == 0) {
-		/* runs as children too (cmd_calibrate.c), never StarPU nor MPI
-		 * itself; the options are parsed as run's, on a copy (getopt
-		 * reorders it), and the children get them as given */
-		char exe[4096], **copy = calloc((size_t)argc + 1, sizeof *copy);
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-		if (n <= 0)
-			snprintf(exe, sizeof exe, "%s", argv[0]);
-		else
-			exe[n] = '\0';
-		if (copy == NULL) {
-			fprintf(stderr, "starpipe: out of memory\n");
-			return EXIT_ITEMS_FAILED;
-		}
-		memcpy(copy, argv, (size_t)argc * sizeof *copy);
-		int r = cli_parse_args(argc, copy, &c);
-		if (r == 0)
-			r = cli_cmd_calibrate(&c, argc, argv, exe);
-		for (size_t i = 0; i < c.nvars; i++)
-			free((char *)c.vars[i].name);
-		free(copy);
-		return r;
-	}
+	if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
+		return main_calibrate(argc, argv);
 	/* MPI first (when mpirun or srun started us), before any thread */
 	if (sp_cluster_init(&argc, &argv, &cerr) != 0) {
 		fprintf(stderr, "starpipe: %s\n", cerr.msg);
 		return EXIT_RUNTIME;
 	}
 	int r = cli_parse_args(argc, argv, &c);
-
-	if (r == 0 && (strcmp(c.cmd, "list") == 0)) {
-		r = cli_cmd_list();
-		goto out;
-	}
-	if (r == 0 && strcmp(c.cmd, "models") == 0) {
-		r = cli_cmd_models(&c);
-		goto out;
-	}
-	if (r == 0 && strcmp(c.cmd, "help") == 0) {
-		fputs(cli_usage_text, stdout);
-		goto out;
-	}
-	if (r == 0 && (strcmp(c.cmd, "calibrate") == 0 || strcmp(c.cmd, "tune") == 0))
-		r = cli_usage_error("give the command first: starpipe %s GRAPH [OPTIONS]", c.cmd);
-	else if (r == 0 && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "validate") != 0 &&
-		 strcmp(c.cmd, "dot") != 0)
-		r = cli_usage_error("unknown command '%s'", c.cmd);
-	if (r != 0)
-		goto out;
-
-	sp_diag_init(&d, c.graph);
-	int ret = sp_graph_load(c.graph, c.vars, c.nvars, cli_registry(), &g, &d);
-	if (ret != 0) {
-		if (sp_cluster_rank() == 0) /* MPI: one copy of the diagnostics */
-			sp_diag_print(&d, stderr);
-		sp_diag_free(&d);
-		r = EXIT_USAGE;
-		goto out;
-	}
-	sp_diag_free(&d);
-	if ((r = cli_apply_tiles(&c, g)) != 0)
-		;
-	else if (strcmp(c.cmd, "dot") == 0)
-		sp_graph_dot(g, stdout);
-	else if (strcmp(c.cmd, "run") == 0)
-		r = cli_cmd_run(&c, g);
-	sp_graph_free(&g);
-out:
-	for (size_t i = 0; i < c.nvars; i++)
-		free((char *)c.vars[i].name);
+	if (r == 0 && !info_command(&c, &r) && (r = check_command(&c)) == 0)
+		r = graph_command(&c);
+	free_vars(&c);
 	sp_cluster_finalize();
 	return r;
 }

@@ -249,131 +249,121 @@ int64_t sp_npy_count(const sp_npy_t *h)
 	return n;
 }
 
-int sp_npy_open(const char *path, sp_npy_t *h, sp_err_t *err)
+/* The magic, the version and the header's length: the preamble's length in
+ * *plen and the header's in *hlen; 0, or the error's code. */
+static int npy_preamble(FILE *f, const char *path, off_t size, sp_npy_t *h, size_t *plen,
+			size_t *hlen, sp_err_t *err)
 {
 	unsigned char pre[12];
-	struct stat st;
-	char *hdr = NULL;
-	char descr[64];
-	int structured, rc;
-	size_t hlen, plen, got;
-	FILE *f = sp_fopen_regular(path, err);
+	size_t got = fread(pre, 1, 10, f);
 
-	memset(h, 0, sizeof *h);
-	if (f == NULL)
-		return err ? err->code : SP_EIO;
-	if (fstat(fileno(f), &st) != 0) {
-		rc = sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path,
-			       strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = sp_seterr(err, SP_EFORMAT, "%s: not a regular file", path);
-		goto out;
-	}
-	got = fread(pre, 1, 10, f);
-	if (got == 0 && st.st_size == 0) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: file is empty (expected an NPY file)", path);
-		goto out;
-	}
-	if (got < NPY_MAGIC_LEN || memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: not an NPY file (bad magic: expected "
-			       "\\x93NUMPY)", path);
-		goto out;
-	}
-	if (got < 10) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: truncated header: file ends after %zu bytes",
-			       path, got);
-		goto out;
-	}
+	if (got == 0 && size == 0)
+		return sp_seterr(err, SP_EFORMAT, "%s: file is empty (expected an NPY file)", path);
+	if (got < NPY_MAGIC_LEN || memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: not an NPY file (bad magic: expected \\x93NUMPY)", path);
+	if (got < 10)
+		return sp_seterr(err, SP_EFORMAT, "%s: truncated header: file ends after %zu bytes",
+				 path, got);
 	h->major = pre[6];
-	if ((pre[6] != 1 && pre[6] != 2 && pre[6] != 3) || pre[7] != 0) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: unsupported NPY version %u.%u (expected 1.0, "
-			       "2.0 or 3.0)", path, pre[6], pre[7]);
-		goto out;
-	}
+	if ((pre[6] != 1 && pre[6] != 2 && pre[6] != 3) || pre[7] != 0)
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: unsupported NPY version %u.%u (expected 1.0, 2.0 or 3.0)",
+				 path, pre[6], pre[7]);
 	if (h->major == 1) {
-		plen = 10;
-		hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+		*plen = 10;
+		*hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
 	} else {
-		if (fread(pre + 10, 1, 2, f) != 2) {
-			rc = sp_seterr(err, SP_EFORMAT,
-				       "%s: truncated header: file ends after "
-				       "10 bytes", path);
-			goto out;
-		}
-		plen = 12;
-		hlen = (size_t)pre[8] | (size_t)pre[9] << 8 |
-		       (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+		if (fread(pre + 10, 1, 2, f) != 2)
+			return sp_seterr(err, SP_EFORMAT,
+					 "%s: truncated header: file ends after 10 bytes", path);
+		*plen = 12;
+		*hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
+			(size_t)pre[11] << 24;
 	}
-	if (hlen > NPY_MAX_HEADER) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: header of %zu bytes is too long (at most %d)",
-			       path, hlen, NPY_MAX_HEADER);
-		goto out;
-	}
-	hdr = malloc(hlen + 1);
-	if (hdr == NULL) {
-		rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-		goto out;
-	}
-	got = fread(hdr, 1, hlen, f);
-	if (got != hlen) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: truncated header: expected %zu bytes, found %zu",
-			       path, hlen, got);
-		goto out;
-	}
+	if (*hlen > NPY_MAX_HEADER)
+		return sp_seterr(err, SP_EFORMAT, "%s: header of %zu bytes is too long (at most %d)",
+				 path, *hlen, NPY_MAX_HEADER);
+	return 0;
+}
+
+/* The header dict read and parsed into h; its descr whole in descr (for
+ * messages), h->descr cut to fit. */
+static int npy_header(FILE *f, const char *path, size_t hlen, sp_npy_t *h, char *descr,
+		      size_t dsize, int *structured, sp_err_t *err)
+{
+	char *hdr = malloc(hlen + 1);
+	int rc = 0;
+
+	if (hdr == NULL)
+		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
+	size_t got = fread(hdr, 1, hlen, f);
 	hparser_t hp = { .s = hdr, .n = hlen, .pos = 0 };
-	if (hp_dict(&hp, h, descr, sizeof descr, &structured) < 0) {
+	if (got != hlen) {
+		rc = sp_seterr(err, SP_EFORMAT, "%s: truncated header: expected %zu bytes, found %zu",
+			       path, hlen, got);
+	} else if (hp_dict(&hp, h, descr, dsize, structured) < 0) {
 		rc = sp_seterr(err, SP_EFORMAT, "%s: %s", path, hp.msg);
-		goto out;
-	}
-	{
+	} else {
 		size_t dl = strlen(descr);
 		if (dl > sizeof h->descr - 1)
 			dl = sizeof h->descr - 1; /* kept whole only in messages */
 		memcpy(h->descr, descr, dl);
 		h->descr[dl] = '\0';
 	}
-	h->data_offset = plen + hlen;
-	if (structured || strcmp(descr, "<f8") != 0) {
-		rc = sp_seterr(err, SP_ESHAPE,
-			       "%s: %sdtype '%s' is not supported (expected "
-			       "'<f8', little-endian float64)", path,
-			       structured ? "structured " : "", descr);
-		goto out;
-	}
-	if (h->fortran_order) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: fortran_order True is not supported (expected "
-			       "C order; use numpy.ascontiguousarray)", path);
-		goto out;
-	}
+	free(hdr);
+	return rc;
+}
+
+/* What starpipe reads: little-endian float64 in C order, a shape whose
+ * bytes are the file's after the header. */
+static int npy_check(const char *path, const sp_npy_t *h, const char *descr, int structured,
+		     off_t size, sp_err_t *err)
+{
+	if (structured || strcmp(descr, "<f8") != 0)
+		return sp_seterr(err, SP_ESHAPE,
+				 "%s: %sdtype '%s' is not supported (expected "
+				 "'<f8', little-endian float64)",
+				 path, structured ? "structured " : "", descr);
+	if (h->fortran_order)
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: fortran_order True is not supported (expected "
+				 "C order; use numpy.ascontiguousarray)",
+				 path);
 	int64_t count = 1;
 	for (int d = 0; d < h->ndim; d++) {
-		if (h->shape[d] != 0 && count > NPY_MAX_ELEMS / h->shape[d]) {
-			rc = sp_seterr(err, SP_EFORMAT,
-				       "%s: shape too large", path);
-			goto out;
-		}
+		if (h->shape[d] != 0 && count > NPY_MAX_ELEMS / h->shape[d])
+			return sp_seterr(err, SP_EFORMAT, "%s: shape too large", path);
 		count *= h->shape[d];
 	}
-	int64_t want = count * 8, have = (int64_t)st.st_size - (int64_t)h->data_offset;
-	if (have != want) {
-		rc = sp_seterr(err, SP_EFORMAT,
-			       "%s: %s: expected %lld data bytes, found %lld",
-			       path, have < want ? "truncated" : "extra data",
-			       (long long)want, (long long)have);
-		goto out;
+	int64_t want = count * 8, have = (int64_t)size - (int64_t)h->data_offset;
+	if (have != want)
+		return sp_seterr(err, SP_EFORMAT, "%s: %s: expected %lld data bytes, found %lld", path,
+				 have < want ? "truncated" : "extra data", (long long)want,
+				 (long long)have);
+	return 0;
+}
+
+int sp_npy_open(const char *path, sp_npy_t *h, sp_err_t *err)
+{
+	struct stat st;
+	char descr[64] = "";
+	int structured = 0, rc;
+	size_t hlen = 0, plen = 0;
+	FILE *f = sp_fopen_regular(path, err);
+
+	memset(h, 0, sizeof *h);
+	if (f == NULL)
+		return err ? err->code : SP_EIO;
+	if (fstat(fileno(f), &st) != 0)
+		rc = sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = sp_seterr(err, SP_EFORMAT, "%s: not a regular file", path);
+	else if ((rc = npy_preamble(f, path, st.st_size, h, &plen, &hlen, err)) == 0 &&
+		 (rc = npy_header(f, path, hlen, h, descr, sizeof descr, &structured, err)) == 0) {
+		h->data_offset = plen + hlen;
+		rc = npy_check(path, h, descr, structured, st.st_size, err);
 	}
-	rc = 0;
-out:
-	free(hdr);
 	fclose(f);
 	return rc;
 }

@@ -149,30 +149,11 @@ static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, 
 	}
 }
 
-static void run_item(struct sp_batch *b, size_t idx)
+/* the item's stages in order, until one fails; the number started */
+static size_t run_stages(struct sp_batch *b, sp_item_t *item, sp_value_t **values)
 {
 	const sp_graph_t *g = b->g;
-	sp_item_t *item = &b->state[idx];
-	size_t nslots = value_slot(g, g->nstages, 0);
-	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
 	size_t s;
-
-	double t0 = sp_now_s();
-#ifndef SP_SIMGRID
-	const double c0 = sp_thread_cpu_s(); /* the report's driver_cpu_s */
-#endif
-	starpu_pthread_mutex_lock(&cur_lock);
-	atomic_store(&item->state, IT_RUNNING);
-	starpu_pthread_mutex_unlock(&cur_lock);
-	if (atomic_load(&stop_signal) != 0)
-		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
-			      sig_name(atomic_load(&stop_signal)));
-	if (values == NULL) {
-		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
-		goto report;
-	}
-	if (b->opts->verbose)
-		fprintf(stderr, "[starpipe] item %zu/%zu: %s\n", idx + 1, b->nitems, item->path);
 	for (s = 0; s < g->nstages && !sp_status_failed(&item->status); s++) {
 		const sp_gstage_t *st = &g->stages[s];
 		sp_value_t *in[16] = { 0 };
@@ -193,24 +174,34 @@ static void run_item(struct sp_batch *b, size_t idx)
 		    (s + 1 == g->nstages || g->stages[s + 1].kind->run_tile == NULL))
 			run_tiles(b, item, values, s);
 	}
-	/* Free in reverse order: consumers' handles before producers'; the
-	 * batch-wide values are the batch's. */
+	return s;
+}
+
+/* The values freed in reverse order, consumers' handles before producers'
+ * (the batch-wide values are the batch's); a batch-wide stage's failure
+ * fails every item that used it, among its first nrun stages. */
+static void release_values(struct sp_batch *b, sp_item_t *item, sp_value_t **values,
+			   size_t nslots, size_t nrun)
+{
+	const sp_graph_t *g = b->g;
 	for (size_t v = nslots; v-- > 0;)
 		if (values[v] != NULL && values[v]->free_cb != NULL && !b->batch_wide[slot_stage(g, v)])
 			values[v]->free_cb(values[v]);
-	/* A batch-wide stage's tasks that failed fail every item that used it
-	 * (this item's tasks, which read its data, are done). */
+	/* this item's tasks, which read the batch-wide data, are done */
 	if (sp_status_failed(&b->shared.status))
-		for (size_t t = 0; t < s; t++)
+		for (size_t t = 0; t < nrun; t++)
 			if (b->batch_wide[t]) {
 				sp_status_set_err(&item->status, &b->shared.status.err);
 				break;
 			}
-	free(values);
-report:
-	/* Every task of the item is done (freeing the values waited for them):
-	 * its outputs appear together, or not at all. */
+}
+
+/* Every task of the item is done (freeing the values waited for them):
+ * its outputs appear together, or not at all. */
+static void commit_outputs(struct sp_batch *b, sp_item_t *item)
+{
 #ifndef SP_SIMGRID
+	(void)b;
 	if (!sp_status_failed(&item->status)) {
 		sp_err_t err = { 0 };
 		if (sp_outset_commit(&item->out, &err) != 0)
@@ -220,20 +211,11 @@ report:
 	sp_sim_item_end(b->g->pipeline);
 #endif
 	sp_outset_free(&item->out);
-	item->seconds = sp_now_s() - t0;
-#ifndef SP_SIMGRID
-	/* What the item cost its driver thread (the report's driver_cpu_s):
-	 * planning, submitting, its buffers' allocation (pinning on a GPU
-	 * node) and release, the host work of stages that do some, the
-	 * commit; not the tasks, which run on the workers.  (The simulator's
-	 * host model charges these instead.) */
-	sp_item_report_num(item, "driver_cpu_s", sp_thread_cpu_s() - c0);
-	/* When it started and ended, seconds since the runtime started: a
-	 * batch's steady rate is the rate its later items end at, free of the
-	 * start's costs (first buffers, plans, pinning) */
-	sp_item_report_num(item, "start_s", t0 - sp_runtime_t0_s());
-	sp_item_report_num(item, "end_s", sp_now_s() - sp_runtime_t0_s());
-#endif
+}
+
+/* the item's end state, its journal line, its one-line failure, the counts */
+static void finish_item(struct sp_batch *b, sp_item_t *item)
+{
 	int cancelled = atomic_load(&stop_signal) != 0 &&
 			atomic_load(&item->status.code) == SP_ECANCELED;
 	starpu_pthread_mutex_lock(&cur_lock);
@@ -254,6 +236,50 @@ report:
 		atomic_fetch_add(&b->nok, 1);
 	}
 	sp_runtime_item_done();
+}
+
+static void run_item(struct sp_batch *b, size_t idx)
+{
+	const sp_graph_t *g = b->g;
+	sp_item_t *item = &b->state[idx];
+	size_t nslots = value_slot(g, g->nstages, 0);
+	sp_value_t **values = calloc(nslots ? nslots : 1, sizeof *values);
+
+	double t0 = sp_now_s();
+#ifndef SP_SIMGRID
+	const double c0 = sp_thread_cpu_s(); /* the report's driver_cpu_s */
+#endif
+	starpu_pthread_mutex_lock(&cur_lock);
+	atomic_store(&item->state, IT_RUNNING);
+	starpu_pthread_mutex_unlock(&cur_lock);
+	if (atomic_load(&stop_signal) != 0)
+		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
+			      sig_name(atomic_load(&stop_signal)));
+	if (values == NULL) {
+		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
+	} else {
+		if (b->opts->verbose)
+			fprintf(stderr, "[starpipe] item %zu/%zu: %s\n", idx + 1, b->nitems,
+				item->path);
+		release_values(b, item, values, nslots, run_stages(b, item, values));
+		free(values);
+	}
+	commit_outputs(b, item);
+	item->seconds = sp_now_s() - t0;
+#ifndef SP_SIMGRID
+	/* What the item cost its driver thread (the report's driver_cpu_s):
+	 * planning, submitting, its buffers' allocation (pinning on a GPU
+	 * node) and release, the host work of stages that do some, the
+	 * commit; not the tasks, which run on the workers.  (The simulator's
+	 * host model charges these instead.) */
+	sp_item_report_num(item, "driver_cpu_s", sp_thread_cpu_s() - c0);
+	/* When it started and ended, seconds since the runtime started: a
+	 * batch's steady rate is the rate its later items end at, free of the
+	 * start's costs (first buffers, plans, pinning) */
+	sp_item_report_num(item, "start_s", t0 - sp_runtime_t0_s());
+	sp_item_report_num(item, "end_s", sp_now_s() - sp_runtime_t0_s());
+#endif
+	finish_item(b, item);
 }
 
 

@@ -218,32 +218,33 @@ static void write_vs_legend(const tune_t *t, const ranking_t *k, FILE *f)
 		MIN_TESTED, MIN_TESTED);
 }
 
-void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, FILE *f)
+/* the summary's first lines: the sweep, and SIMULATED with its platform */
+static void summary_head(const tune_t *t, FILE *f)
 {
-	size_t nr = tune_nranked(t, s);
-	size_t nok = 0, nmeasured = 0;
-	int w = (int)(t->label_w > 13 ? t->label_w : 13); /* at least "configuration" */
-	for (size_t i = 0; i < t->nrows; i++) {
+	size_t nok = 0;
+	for (size_t i = 0; i < t->nrows; i++)
 		nok += strcmp(t->rows[i].status, "ok") == 0;
-		nmeasured += tune_fig_num(&t->rows[i], "bound_measured_tasks") > 0;
-	}
 	fprintf(f, "starpipe tune: %s, %zu configuration(s) x %ld repeat(s): %zu of %zu run(s) ok%s\n",
 		t->graph, t->ncfg, t->repeat, nok, t->nrows,
 		t->stopped ? " (interrupted: the sweep is incomplete)" : "");
-	if (t->simulate != NULL) {
-		fprintf(f, "SIMULATED (starpipe-sim, SimGrid) on platform %s: every time below is a "
-			"prediction from the performance models in %s\n", t->simulate, t->pmdir);
-		const char *hm = NULL;
-		for (size_t i = 0; i < t->nrows && hm == NULL; i++)
-			hm = tune_fig(&t->rows[i], "sim_host_model");
-		if (hm != NULL && strcmp(hm, "none") != 0)
-			fprintf(f, "with the host model %s (CPU contention, starvation, host work: "
-				"doc/scheduling.md)\n", hm);
-		else if (hm != NULL)
-			fprintf(f, "without a host model: the models' times alone, as if no task slowed "
-				"another (doc/scheduling.md)\n");
-	}
-	fputc('\n', f);
+	if (t->simulate == NULL)
+		return;
+	fprintf(f, "SIMULATED (starpipe-sim, SimGrid) on platform %s: every time below is a "
+		"prediction from the performance models in %s\n", t->simulate, t->pmdir);
+	const char *hm = NULL;
+	for (size_t i = 0; i < t->nrows && hm == NULL; i++)
+		hm = tune_fig(&t->rows[i], "sim_host_model");
+	if (hm != NULL && strcmp(hm, "none") != 0)
+		fprintf(f, "with the host model %s (CPU contention, starvation, host work: "
+			"doc/scheduling.md)\n", hm);
+	else if (hm != NULL)
+		fprintf(f, "without a host model: the models' times alone, as if no task slowed "
+			"another (doc/scheduling.md)\n");
+}
+
+/* the ranking table, one line per configuration */
+static void summary_table(const tune_t *t, const cstat_t *s, int w, FILE *f)
+{
 	fprintf(f, "Ranked by median makespan (first task start to last task end), seconds:\n\n");
 	fprintf(f, "%4s %4s  %-*s %5s %9s %19s %9s %7s %s\n", "rank", "vs#1", w, "configuration",
 		"runs", "median", "min-max", "bound", "/bound", "binds");
@@ -260,11 +261,14 @@ void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, F
 			label, s[i].nok, s[i].nrun, s[i].med, mm, s[i].bound, s[i].med / s[i].bound,
 			s[i].binds ? s[i].binds : "-");
 	}
-	fputc('\n', f);
-	if (nr > 0) {
-		write_vs_legend(t, k, f);
-		fputc('\n', f);
-	}
+}
+
+/* what the bound is, the uncalibrated runs, and why each failed run failed */
+static void summary_notes(const tune_t *t, FILE *f)
+{
+	size_t nmeasured = 0;
+	for (size_t i = 0; i < t->nrows; i++)
+		nmeasured += tune_fig_num(&t->rows[i], "bound_measured_tasks") > 0;
 	fprintf(f, "bound: the larger of the area bound (every task on its fastest worker type,\n"
 		   "work spread perfectly) and the critical path (the longest chain of dependent\n"
 		   "tasks), from the performance models; 'binds' says which is larger.\n");
@@ -281,11 +285,12 @@ void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, F
 				strcmp(t->rows[i].status, "crashed") ? "exit" : "signal", t->rows[i].code,
 				why[0] ? why : "no message");
 		}
-	if (nr == 0) {
-		fprintf(f, "\nNo configuration ran: see the runs' logs in %s/runs/.\n", t->out);
-		return;
-	}
-	const row_t *b = &t->rows[s[0].best_row];
+}
+
+/* the best configuration, or the tie, and how it compares */
+static void summary_best(const tune_t *t, const cstat_t *s, const ranking_t *k, size_t nr, int w,
+			 FILE *f)
+{
 	if (k->tested && k->ntied > 1) {
 		/* no winner to crown: every configuration rank 1 cannot be told from */
 		fprintf(f, "\nBest: a tie of %zu configurations (vs#1 '='), in rank order:\n",
@@ -297,19 +302,25 @@ void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, F
 		fprintf(f, "%s  Rank 1's, for the graph file:\n\nruntime:\n",
 			k->deterministic ? "The models predict the same makespan for each: any will do."
 					 : "None can be told from rank 1 by these runs: any will do.");
-	} else {
-		fprintf(f, "\nBest%s: %s (median %.3f s", k->tested ? "" : " by median, not tested",
-			tune_cfg_label(t, s[0].cfg), s[0].med);
-		if (nr > 1)
-			fprintf(f, ", %.2fx faster than the worst, %.3f s", s[nr - 1].med / s[0].med,
-				s[nr - 1].med);
-		if (k->tested && nr > 1 && k->nuntested == 0)
-			fprintf(f, "; every other configuration is slower ('>')");
-		else if (k->tested && nr > 1)
-			fprintf(f, "; %zu other(s) slower ('>'), %zu not tested ('?')", k->nslower,
-				k->nuntested);
-		fprintf(f, ").  For the graph file:\n\nruntime:\n");
+		return;
 	}
+	fprintf(f, "\nBest%s: %s (median %.3f s", k->tested ? "" : " by median, not tested",
+		tune_cfg_label(t, s[0].cfg), s[0].med);
+	if (nr > 1)
+		fprintf(f, ", %.2fx faster than the worst, %.3f s", s[nr - 1].med / s[0].med,
+			s[nr - 1].med);
+	if (k->tested && nr > 1 && k->nuntested == 0)
+		fprintf(f, "; every other configuration is slower ('>')");
+	else if (k->tested && nr > 1)
+		fprintf(f, "; %zu other(s) slower ('>'), %zu not tested ('?')", k->nslower,
+			k->nuntested);
+	fprintf(f, ").  For the graph file:\n\nruntime:\n");
+}
+
+/* rank 1's settings as the graph file's runtime: block, then the rest */
+static void summary_settings(const tune_t *t, const cstat_t *s, FILE *f)
+{
+	const row_t *b = &t->rows[s[0].best_row];
 	fprintf(f, "  scheduler: %s\n", tune_fig(b, "scheduler") ? tune_fig(b, "scheduler") : "auto");
 	for (size_t d = 0; d < t->ndims; d++) {
 		const char *v = tune_dim_val(t, s[0].cfg, d);
@@ -329,4 +340,25 @@ void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, F
 		else if (t->dims[d].kind == DIM_INFLIGHT)
 			fprintf(f, "# and run with --inflight %s\n", v);
 	}
+}
+
+void tune_write_summary(const tune_t *t, const cstat_t *s, const ranking_t *k, FILE *f)
+{
+	size_t nr = tune_nranked(t, s);
+	int w = (int)(t->label_w > 13 ? t->label_w : 13); /* at least "configuration" */
+	summary_head(t, f);
+	fputc('\n', f);
+	summary_table(t, s, w, f);
+	fputc('\n', f);
+	if (nr > 0) {
+		write_vs_legend(t, k, f);
+		fputc('\n', f);
+	}
+	summary_notes(t, f);
+	if (nr == 0) {
+		fprintf(f, "\nNo configuration ran: see the runs' logs in %s/runs/.\n", t->out);
+		return;
+	}
+	summary_best(t, s, k, nr, w, f);
+	summary_settings(t, s, f);
 }

@@ -403,86 +403,99 @@ static void run_one(tune_t *t, size_t k, size_t c, int rep, row_t *r)
 }
 
 
-int sp_tune_main(int argc, char **argv, const char *exe, int (*takes_value)(const char *opt))
+/* labels, the output folders and the rows: 0, or the exit status */
+static int tune_prepare(tune_t *t, size_t total)
 {
-	tune_t t = { .exe = exe, .takes_value = takes_value };
-	char path[4200], eta[32], took[32];
+	char path[4200];
 	sp_err_t err = { 0 };
-	int r = parse(&t, argc, argv);
-	if (r != 0)
-		return r;
-	if (make_labels(&t) != 0) {
+	if (make_labels(t) != 0) {
 		fprintf(stderr, "starpipe tune: out of memory\n");
 		return TUNE_FAILED;
 	}
-	snprintf(path, sizeof path, "%s/runs", t.out);
+	snprintf(path, sizeof path, "%s/runs", t->out);
 	if (sp_mkdirs(path, &err) != 0 ||
-	    (snprintf(path, sizeof path, "%s/plots", t.out), sp_mkdirs(path, &err)) != 0) {
+	    (snprintf(path, sizeof path, "%s/plots", t->out), sp_mkdirs(path, &err)) != 0) {
 		fprintf(stderr, "starpipe tune: %s\n", err.msg);
 		return TUNE_USAGE;
 	}
-	size_t total = t.ncfg * (size_t)t.repeat;
-	t.rows = calloc(total, sizeof *t.rows);
-	if (t.rows == NULL) {
+	t->rows = calloc(total, sizeof *t->rows);
+	if (t->rows == NULL) {
 		fprintf(stderr, "starpipe tune: out of memory\n");
 		return TUNE_FAILED;
 	}
-	fprintf(stderr, "starpipe tune: %zu configuration(s) x %ld repeat(s) = %zu run(s) of %s; "
-		"results in %s/\n", t.ncfg, t.repeat, total, t.graph, t.out);
+	return 0;
+}
+
+/* run k's progress line, and why it failed; 1 when it failed */
+static int say_run(const tune_t *t, size_t k, size_t total, long rep, double t0)
+{
+	const row_t *rw = &t->rows[k];
+	char eta[32], took[32];
+	double left = (now_s() - t0) / (double)t->nrows * (double)(total - t->nrows);
+	fmt_dur(eta, sizeof eta, left);
+	snprintf(took, sizeof took, "%.2f s", tune_fig_num(rw, "makespan_s"));
+	int ok = strcmp(rw->status, "ok") == 0;
+	fprintf(stderr, "[tune] %zu/%zu %s (repeat %ld): %s%s; about %s left\n", k + 1, total,
+		tune_cfg_label(t, rw->cfg), rep, ok ? "makespan " : rw->status, ok ? took : "", eta);
+	if (ok)
+		return 0;
+	char why[512];
+	tune_why_failed(t->out, k, why, sizeof why);
+	fprintf(stderr, "[tune]   %s (%s/runs/%04zu.log)\n", why[0] ? why : "no message", t->out,
+		k + 1);
+	return 1;
+}
+
+/* Every configuration, repeat after repeat, until done or stopped; the CSV
+ * rewritten after each run.  1 when a run failed, -1 when the first was
+ * refused as a usage error (the same for every run: nothing else is run). */
+static int sweep(tune_t *t, size_t total)
+{
 	double t0 = now_s();
 	int failed = 0;
-	struct sigaction sa = { .sa_handler = on_stop };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	for (long rep = 1; rep <= t.repeat && !stop_signal; rep++) {
-		for (size_t c = 0; c < t.ncfg && !stop_signal; c++) {
-			size_t k = t.nrows;
-			const char *label = tune_cfg_label(&t, c);
-			run_one(&t, k, c, (int)rep, &t.rows[k]);
-			t.nrows++;
-			row_t *rw = &t.rows[k];
+	for (long rep = 1; rep <= t->repeat && !stop_signal; rep++) {
+		for (size_t c = 0; c < t->ncfg && !stop_signal; c++) {
+			size_t k = t->nrows;
+			run_one(t, k, c, (int)rep, &t->rows[k]);
+			t->nrows++;
+			row_t *rw = &t->rows[k];
 			if (rw->stopped) {
 				/* the child was stopped mid-way: not a row of the sweep */
-				t.nrows--;
+				t->nrows--;
 				break;
 			}
-			double left = (now_s() - t0) / (double)t.nrows * (double)(total - t.nrows);
-			fmt_dur(eta, sizeof eta, left);
-			snprintf(took, sizeof took, "%.2f s", tune_fig_num(rw, "makespan_s"));
-			fprintf(stderr, "[tune] %zu/%zu %s (repeat %ld): %s%s; about %s left\n", k + 1,
-				total, label, rep, strcmp(rw->status, "ok") == 0 ? "makespan " : rw->status,
-				strcmp(rw->status, "ok") == 0 ? took : "", eta);
-			if (strcmp(rw->status, "ok") != 0) {
-				char why[512];
+			if (say_run(t, k, total, rep, t0)) {
 				failed = 1;
-				tune_why_failed(t.out, k, why, sizeof why);
-				fprintf(stderr, "[tune]   %s (%s/runs/%04zu.log)\n", why[0] ? why : "no message",
-					t.out, k + 1);
-				/* a usage error is the same for every run: stop at once */
 				if (k == 0 && strcmp(rw->status, "failed") == 0 && rw->code == 2) {
-					tune_write_csv(&t);
+					tune_write_csv(t);
 					fprintf(stderr, "starpipe tune: the first run was refused; "
 						"nothing else was run\n");
-					return TUNE_USAGE;
+					return -1;
 				}
 			}
-			tune_write_csv(&t);
+			tune_write_csv(t);
 		}
 	}
-	t.stopped = stop_signal != 0;
-	cstat_t *s = tune_config_stats(&t);
-	if (s == NULL) {
-		fprintf(stderr, "starpipe tune: out of memory\n");
-		return TUNE_FAILED;
-	}
-	ranking_t rk = tune_compare_with_best(&t, s, tune_nranked(&t, s));
+	return failed;
+}
+
+/* summary.txt (and on stdout) and the plots: 0, 1 when one could not be
+ * written, -1 out of memory */
+static int write_results(tune_t *t)
+{
+	char path[4200];
+	sp_err_t err = { 0 };
+	int failed = 0;
+	cstat_t *s = tune_config_stats(t);
+	if (s == NULL)
+		return -1;
+	ranking_t rk = tune_compare_with_best(t, s, tune_nranked(t, s));
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 	if (f != NULL) {
-		tune_write_summary(&t, s, &rk, f);
-		snprintf(path, sizeof path, "%s/summary.txt", t.out);
+		tune_write_summary(t, s, &rk, f);
+		snprintf(path, sizeof path, "%s/summary.txt", t->out);
 		if (sp_write_memstream_atomic(path, f, &text, &len, &err) != 0) {
 			fprintf(stderr, "starpipe tune: %s\n", err.msg);
 			failed = 1;
@@ -491,12 +504,40 @@ int sp_tune_main(int argc, char **argv, const char *exe, int (*takes_value)(cons
 			fputs(text, stdout);
 		free(text);
 	}
-	if (tune_plots(&t, s, &rk) != 0)
+	if (tune_plots(t, s, &rk) != 0)
 		failed = 1;
-	else if (tune_nranked(&t, s) > 0)
+	else if (tune_nranked(t, s) > 0)
 		fprintf(stderr, "starpipe tune: plots in %s/plots/ (makespan, workers, gantt-best, "
-			"gantt-worst; .png and .svg)\n", t.out);
+			"gantt-worst; .png and .svg)\n", t->out);
 	free(s);
+	return failed;
+}
+
+int sp_tune_main(int argc, char **argv, const char *exe, int (*takes_value)(const char *opt))
+{
+	tune_t t = { .exe = exe, .takes_value = takes_value };
+	int r = parse(&t, argc, argv);
+	if (r != 0)
+		return r;
+	size_t total = t.ncfg * (size_t)t.repeat;
+	if ((r = tune_prepare(&t, total)) != 0)
+		return r;
+	fprintf(stderr, "starpipe tune: %zu configuration(s) x %ld repeat(s) = %zu run(s) of %s; "
+		"results in %s/\n", t.ncfg, t.repeat, total, t.graph, t.out);
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int failed = sweep(&t, total);
+	if (failed < 0)
+		return TUNE_USAGE;
+	t.stopped = stop_signal != 0;
+	int w = write_results(&t);
+	if (w < 0) {
+		fprintf(stderr, "starpipe tune: out of memory\n");
+		return TUNE_FAILED;
+	}
+	failed |= w;
 	if (stop_signal) {
 		fprintf(stderr, "starpipe tune: interrupted by SIG%s after %zu of %zu run(s); the summary "
 			"and plots cover those\n", sigabbrev_np(stop_signal), t.nrows, total);
