@@ -34,7 +34,7 @@
  * the GPU for the CUDA classification.  FFTW plans (CPU) and cuFFT plan sets
  * (CUDA) are made once per worker and size, serialised, and reused; GPU
  * scratch comes from the stream-ordered pool.  Training stays on the CPU:
- * libsvm's SMO solver is sequential and takes 0.4 % of a micrograph's
+ * libsvm's SMO solver is sequential and a small share of a micrograph's
  * busy time (doc/apple.md).
  */
 

@@ -338,9 +338,9 @@ DSK_FN void dsk_write_elem(int e, int i, int cnw, int core_nf, int nf_out, int m
  * k = core_nf m) has exact zeros above row `first` (E's first non-zero
  * row, core_f0 m; L is lower triangular), so cublasDtrsmBatched solves
  * only the trailing n - first rows: L's trailing diagonal block (pl,
- * lda n) against Z's trailing rows (pzt, ldb n).  (Five calls, one per
- * core fibre block, each on its own trailing rows, were slower on an
- * H200: 1.4-1.7 ms against 1.2-1.3 ms per subbundle, doc/gpu.md.) */
+ * lda n) against Z's trailing rows (pzt, ldb n).  (One call: five, one
+ * per core fibre block, each on its own trailing rows, were slower on a
+ * GPU, doc/gpu.md.) */
 DSK_FN void dsk_pointers(int i, size_t n, size_t k, size_t first, double *icov, double *x,
 			 double *z, double **pa, double **px, double **pl, double **pzt, int *fail)
 {

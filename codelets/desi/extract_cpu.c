@@ -80,8 +80,8 @@ static int rows_sorted(const desi_patch_t *p, const int32_t *yc)
  * column looks at a few dozen columns instead of every later one (the
  * pairs summed, and so the bits, are the same).  The sums run in the SIMD
  * variants of normal_simd.h: four rows of a rectangle in the four lanes,
- * from the spots and the window transposed (0.46 -> 0.33 ms per reference
- * patch with AVX2, doc/profiling.md), to the bit of desi_kern.h's. */
+ * from the spots and the window transposed (doc/profiling.md), to the bit
+ * of desi_kern.h's. */
 #define NS_W SP_BASELINE_W
 #define NS_FN(name) name##_base
 #include "normal_simd.h"

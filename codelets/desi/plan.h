@@ -40,14 +40,12 @@ int desi_plan_init(desi_plan_t *p, double wmin, double wmax, double dw, int spec
  * wavelengths has n = nfib m unknowns: its normal matrix takes n^2 doubles
  * and its decorrelation desi_decorrelate_flops() (extract.h: ~n (2m)^2 for
  * the band Cholesky and the selected inverse, ~7 m^3 per core fibre).
- * DESI_PATCH_MAX_FLOPS is about 1 s of one core (doc/desi.md: 0.7 s for 7
- * fibres x 524 wavelengths, 1.2 s for 7 x 624, measured with the
- * pipeline's own tasks); DESI_PATCH_MAX_UNKNOWNS bounds the normal matrix
- * at 128 MiB whatever the fibres; DESI_PATCH_MAX_WAVES bounds m, where the
- * flops undercount the time (the m x m blocks run at half the rate beyond
- * ~600: a 3-fibre patch took 0.40 s at m = 600, 0.85 s at 700, 1.45 s at
- * 770).  gpu_specter's default patch is 7 x 74 = 518 unknowns, 4.8e7
- * flops. */
+ * DESI_PATCH_MAX_FLOPS is about 1 s of one core (doc/desi.md has the
+ * patch times it comes from); DESI_PATCH_MAX_UNKNOWNS bounds the normal
+ * matrix at 128 MiB whatever the fibres; DESI_PATCH_MAX_WAVES bounds m,
+ * where the flops undercount the time (the m x m blocks fall out of cache
+ * and run at a fraction of the rate beyond ~600, doc/desi.md).
+ * gpu_specter's default patch is 7 x 74 = 518 unknowns, 4.8e7 flops. */
 #define DESI_PATCH_MAX_FLOPS 1.6e10
 #define DESI_PATCH_MAX_UNKNOWNS 4096
 #define DESI_PATCH_MAX_WAVES 650

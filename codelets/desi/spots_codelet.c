@@ -267,10 +267,9 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	j->partitioned = 1;
 
 	/* The pool of bundle slots, each for the largest bundle: made by
-	 * spots_tile() when its first bundle is planned (their pinned
-	 * parameter buffers take 0.65 ms per MiB: made together, before the
-	 * first task, they delayed a frame's start by tens of ms on a GPU node
-	 * with many workers). */
+	 * spots_tile() when its first bundle is planned (their parameter
+	 * buffers are pinned, which is slow: made together, before the first
+	 * task, they delay a frame's start on a GPU node with many workers). */
 	j->npar = desi_psf_nparams(psf);
 	j->ctx_spots = sp_item_taskctx(item, st, "desi_spots");
 	return j->ctx_spots == NULL ? SP_ENOMEM : 0;

@@ -83,7 +83,7 @@ static void triplets_free(sp_value_t *v)
 /* Chunks: on CPU workers 8 per worker, enough for the schedulers to
  * balance, few enough that each task lasts milliseconds.  Where the stage
  * may use CUDA workers and the runtime has some, 4 per CUDA worker
- * instead: a GPU does a chunk some 200x faster than a core, so with 8 per
+ * instead: a GPU does a chunk orders of magnitude faster than a core, so with 8 per
  * worker its tasks last microseconds, the runtime's cost per task
  * dominates the item, and the CPU workers take none (doc/jsync.md). */
 #define JSYNC_CHUNKS_PER_WORKER 8

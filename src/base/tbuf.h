@@ -6,9 +6,8 @@
 
 /* Slots of sp_thread_buf(): each codelet that keeps a buffer names its
  * own, so that a worker running two of them in turn keeps both as they
- * were instead of reallocating one for the other's size (DESI's
- * eigendecompositions ran 7 % slower in a buffer sized by the patch
- * phase).  A thread runs one task at a time, so a slot is never in use
+ * were instead of reallocating one for the other's size (a buffer sized
+ * for another phase costs page faults and cache misses each switch).  A thread runs one task at a time, so a slot is never in use
  * twice; a task that needs several arrays carves them from one slot. */
 enum {
 	SP_TBUF_DESI_PATCH,

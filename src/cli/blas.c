@@ -12,10 +12,10 @@
 
 /*
  * DESIGN.  OpenBLAS picks its kernels once, when it is loaded, from the
- * CPU's model number.  Debian 12's OpenBLAS 0.3.21 does not know the CPU
- * of the H200 nodes (a Sapphire Rapids Xeon VM, AVX-512) and falls back to
- * "Prescott", its SSE3 kernels: DESI's decorrelation then ran at 0.65x the
- * speed of OPENBLAS_CORETYPE=Haswell on one core there (doc/profiling.md).
+ * CPU's model number.  Debian 12's OpenBLAS 0.3.21 does not know recent
+ * Intel Xeons (Sapphire Rapids, AVX-512) and falls back to "Prescott", its
+ * SSE3 kernels, much slower than its Haswell ones on the same core
+ * (doc/profiling.md).
  * The choice cannot be changed in a running process (OpenBLAS reads
  * OPENBLAS_CORETYPE in its load-time constructor), so starpipe execs
  * itself once (through its resolved path, so that it keeps its name) with OPENBLAS_CORETYPE=Haswell when OpenBLAS chose a generic

@@ -511,8 +511,8 @@ static void batch_free(struct sp_batch *b)
  * CUDA worker: DESI drives each GPU with 4) keep it fed.  More do not help:
  * items started together end together (their tasks interleave), and each
  * item of the first wave pins its buffers, one item at a time, so more in
- * flight delay every first output and gain no steady rate (measured on an
- * H200 node: doc/scheduling.md section 8.2).  Never more than the memory
+ * flight delay every first output and gain no steady rate
+ * (doc/scheduling.md).  Never more than the memory
  * holds: the items' estimates (the plan's, the largest of the batch)
  * within --memory-limit or the machine's memory, at least 1 (one process,
  * which plans every item first; an MPI rank plans an item when it is

@@ -247,8 +247,7 @@ const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *st
  * are CUDA workers), but it first takes a buffer of exactly `bytes` that an
  * item of the batch has handed back with sp_item_buffer_put(), so that
  * items of one size do not each pay for fresh memory: the page faults of
- * its first touch (~25 ms for a 64 MB micrograph here) and, on a GPU node,
- * its pinning (StarPU: ~0.65 ms per MiB).  sp_item_buffer_put() keeps at
+ * its first touch and, on a GPU node, its pinning (doc/scheduling.md).  sp_item_buffer_put() keeps at
  * most SP_ITEM_POOL buffers of 1 MiB or more, and starpu_free()s the others;
  * the runtime frees what is kept before StarPU shuts down.  Unregister a
  * buffer's StarPU handle before handing it back.  get returns 0 or
@@ -256,9 +255,8 @@ const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *st
 /* (an APPLE micrograph hands back 8 buffers of 1 MiB or more, a DESI frame
  * 4: 32 keep four micrographs' worth, for items that end close together,
  * as the 6 in flight on a one-GPU node do; a buffer freed and allocated
- * again there is unpinned and pinned again, ~0.65 ms per MiB each way:
- * the H200 node's first 6 micrographs paid ~0.09 s of driver CPU each,
- * the next ones ~0.006 s, the last two of 24 ~0.03 s) */
+ * again there is unpinned and pinned again, which costs the driver far
+ * more than the item's other host work) */
 #define SP_ITEM_POOL 32
 int sp_item_buffer_get(void **p, size_t bytes);
 void sp_item_buffer_put(void *p, size_t bytes);

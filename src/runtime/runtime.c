@@ -213,7 +213,7 @@ static int fill_conf(const sp_runtime_conf_t *c, struct starpu_conf *cf)
 		snprintf(sp__rt.sched, sizeof sp__rt.sched, "%s", c->scheduler);
 	} else {
 		/* With GPUs, heteroprio with buckets from the models (sched_hp.h;
-		 * doc/scheduling.md: measured on an H200 node, dmdas lost to its
+		 * doc/scheduling.md: on a real GPU node dmdas lost to its
 		 * optimistic CPU models); decided again after init if the build
 		 * has CUDA but the node has no GPU. */
 #if defined(STARPU_USE_CUDA) || defined(STARPU_SIMGRID)
@@ -230,17 +230,16 @@ static int fill_conf(const sp_runtime_conf_t *c, struct starpu_conf *cf)
 	}
 	/* A GPU node: the workers' threads must leave a core to starpipe's own
 	 * (the item drivers plan and submit, the CUDA drivers launch): with
-	 * every core taken, the H200 node lost 1-1.6 s per 3-frame batch
-	 * (doc/scheduling.md).  Only when every core was asked for (--ncpus
+	 * every core taken, the drivers starve and the GPU waits for
+	 * submissions (doc/scheduling.md).  Only when every core was asked for (--ncpus
 	 * -1), and STARPU_RESERVE_NCPU (StarPU's own knob) still decides. */
 #if defined(STARPU_USE_CUDA) || defined(STARPU_SIMGRID)
 	if (c->ncpus < 0 && c->cpu_count == 0 && c->ncuda != 0 && getenv("STARPU_RESERVE_NCPU") == NULL)
 		cf->reserve_ncpus = 1;
-	/* StarPU keeps 5-10 % of a GPU's memory chunks clean by writing dirty
+	/* StarPU keeps a share of a GPU's memory chunks clean by writing dirty
 	 * ones back to main memory, however much memory is free: each write-back
-	 * is a pinned host allocation (0.65 ms per MiB) and a copy on the CUDA
-	 * worker's thread, for data (DESI's normal equations, 100 MB a chunk)
-	 * that never leaves the GPU.  Eviction when the GPU is really full
+	 * is a pinned host allocation and a copy on the CUDA worker's thread,
+	 * for data (DESI's normal equations) that never leaves the GPU.  Eviction when the GPU is really full
 	 * writes back on demand anyway (doc/scheduling.md; StarPU's own
 	 * variables still decide). */
 	if (c->ncuda != 0) {

@@ -23,7 +23,7 @@ void sp__codelet_register(struct starpu_codelet *cl)
 enum { ARCH_CPU = 1, ARCH_CUDA = 2 };
 
 /* The CPU/GPU time ratio assumed for a codelet without models on both
- * (doc/scheduling.md: 27-1,030 on the H200 node). */
+ * (the smallest of the ratios calibrated on a real GPU node: doc/scheduling.md). */
 #define SP_HP_RATIO_UNKNOWN 27.0
 
 struct bucket {
@@ -201,8 +201,8 @@ static void build(void)
 		b->ratio = model_ratio(b->symbol);
 		/* A CPU at least as fast: no restriction.  Uncalibrated (a node
 		 * type without models yet): assume the GPU SP_HP_RATIO_UNKNOWN
-		 * times faster, the smallest ratio measured on the H200 node,
-		 * rather than let CPUs take GPU work freely. */
+		 * times faster (the smallest calibrated ratio, so the least
+		 * restrictive guess) rather than let CPUs take GPU work freely. */
 		double r = isfinite(b->ratio) ? b->ratio : SP_HP_RATIO_UNKNOWN;
 		b->slow = r > 1 ? r * hp.margin : 0;
 	}

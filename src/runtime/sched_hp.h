@@ -17,8 +17,8 @@
  *   doc/scheduling.md): a CPU takes such a task only when the GPUs have
  *   enough of them queued to finish after it anyway, which is what dmda
  *   gets wrong when the CPU models are optimistic; without models on both
- *   (a node type not calibrated yet) the ratio is taken as 27, the smallest
- *   measured on the H200 node;
+ *   (a node type not calibrated yet) the ratio is SP_HP_RATIO_UNKNOWN, the
+ *   smallest calibrated on a real GPU node (doc/scheduling.md);
  * - CPUs visit the CPU-only buckets first, in stage order (reads early,
  *   then stitching and writes: they free items' memory), then the shared
  *   buckets by increasing ratio (what they do least badly);

@@ -5,8 +5,8 @@
 /*
  * DESIGN: a history model is the mean time of a codelet measured in whatever
  * load it was calibrated in.  On a real node a task's time also depends on
- * what runs beside it, and the simulator charged none of that (issue 22:
- * -32 % to -66 % on the H200 node's mixed runs).  The host model adds three
+ * what runs beside it, and StarPU's simulator charges none of that (it
+ * predicted mixed CPU+GPU runs far too fast: doc/scheduling.md).  The host model adds three
  * things, each with its parameters in the platform's file
  * PMDIR/starpipe-sim/HOST.conf (key = value; doc/scheduling.md says how each
  * was calibrated, tools/fit-host-model derives them from a real sweep):
@@ -33,11 +33,11 @@
  *   `item_commit_s.PIPELINE` for the graph whose `pipeline:` is PIPELINE.
  * - Pinned memory: on a GPU node StarPU allocates main-memory replicas
  *   pinned (cudaHostAlloc; StarPU's simulator already charges the
- *   allocation, 0.65 ms per MiB), and releasing them costs the thread that
+ *   allocation), and releasing them costs the thread that
  *   unregisters: `pinned_free_s_per_GiB` (sp_data_unregister()).  With
  *   `pinned_alloc_serial = 1` the item buffers' pinned allocations
- *   (sp_sim_buffer_malloc()) run one at a time, as the H200 node's first
- *   wave of items appeared to (doc/scheduling.md 8.2).
+ *   (sp_sim_buffer_malloc()) run one at a time, as a real GPU node's first
+ *   wave of items appeared to (doc/scheduling.md).
  *
  * Without the file (or in `starpipe`, where tasks really run) all of this is
  * off and a simulated task takes its model's time, as StarPU charges it.
