@@ -1,12 +1,15 @@
 /* Every stage kind a graph file may use: one line per kind, sorted by name. */
-#include "kinds.h"
+#include "stage.h"
 
 /*
  * DESIGN: the kinds live beside their codelets (codelets/<pipeline>/); this
- * list is all that src/ knows of them, handed to the graph loader in the
- * registry that the command line builds (src/cli/registry.c), so src/graph
- * builds and is tested with another list (tests/test_graph.c) and without
- * StarPU.  Adding a kind is one line here (doc/stage-kinds.md); the list
+ * list is all that src/ knows of them.  The programs link this file itself
+ * (Makefile.am), so its references pull every kind's objects out of the
+ * library, and a constructor hands the list to the graph layer
+ * (sp_stage_kinds_link()) before main(): the command line puts it in the
+ * registry it gives the graph loader (src/cli/registry.c) without calling
+ * up into codelets/, and src/graph builds and is tested with another list
+ * (tests/test_graph.c) and without StarPU.  Adding a kind is one line here (doc/stage-kinds.md); the list
  * must stay sorted by name, which sp_stage_find()'s binary search needs and
  * tests/stage-kinds.test checks.
  */
@@ -38,8 +41,7 @@ SP_KINDS(SP__DECLARE)
 #define SP__ENTRY(k) &sp_##k##_kind,
 static const sp_stage_kind_t *const kinds[] = { SP_KINDS(SP__ENTRY) };
 
-const sp_stage_kind_t *const *sp_codelets_kinds(size_t *n)
+__attribute__((constructor)) static void link_kinds(void)
 {
-	*n = sizeof kinds / sizeof kinds[0];
-	return kinds;
+	sp_stage_kinds_link(kinds, sizeof kinds / sizeof kinds[0]);
 }

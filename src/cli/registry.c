@@ -1,17 +1,22 @@
 /* The registry the command line hands to the graph loader: the pipelines'
- * stage kinds and the runtime's scheduler check. */
+ * stage kinds (the list the program links, codelets/kinds.c) and the
+ * runtime's scheduler check. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli.h"
-#include "../../codelets/kinds.h"
 #include "runtime.h"
 
 const sp_registry_t *cli_registry(void)
 {
 	static sp_registry_t reg;
 	if (reg.kinds == NULL) {
-		reg.kinds = sp_codelets_kinds(&reg.nkinds);
+		reg.kinds = sp_stage_kinds_linked(&reg.nkinds);
+		if (reg.nkinds == 0) {
+			fprintf(stderr, "starpipe: internal error: no stage kinds linked "
+					"(codelets/kinds.c)\n");
+			abort();
+		}
 		/* a kind whose specs overrun its struct would make the graph
 		 * loader write past the allocation: refuse to start */
 		for (size_t i = 0; i < reg.nkinds; i++) {

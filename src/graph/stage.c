@@ -14,12 +14,28 @@
 
 /*
  * DESIGN: the kinds themselves live beside their codelets and are listed by
- * codelets/kinds.c; the registry handed to the graph loader carries that
- * list, and this file only searches it.
+ * codelets/kinds.c, which the programs link and which hands its list to
+ * sp_stage_kinds_link() as they load; the registry handed to the graph
+ * loader carries that list, and this file only searches it.
  * Parameter values are kept as text everywhere (graph files, --set,
  * defaults) and checked here once, so the validator, `starpipe list` and
  * the stages agree on what a value means.
  */
+
+static const sp_stage_kind_t *const *linked;
+static size_t nlinked;
+
+void sp_stage_kinds_link(const sp_stage_kind_t *const *kinds, size_t n)
+{
+	linked = kinds;
+	nlinked = n;
+}
+
+const sp_stage_kind_t *const *sp_stage_kinds_linked(size_t *n)
+{
+	*n = nlinked;
+	return linked;
+}
 
 const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name)
 {

@@ -165,8 +165,8 @@ typedef struct sp_stage_kind {
 
 /*
  * The registry: what the graph layer knows of the layers above it, passed
- * in by whoever loads a graph (the command line builds it from
- * codelets/kinds.h and the runtime; a unit test from its own kinds), so
+ * in by whoever loads a graph (the command line builds it from the linked
+ * kinds and the runtime; a unit test from its own kinds), so
  * that this layer calls nothing above it.
  */
 typedef struct sp_registry {
@@ -186,6 +186,14 @@ int sp_stage_kind_check(const sp_stage_kind_t *kind, char *msg, size_t len);
 
 /* The kind called `name` in reg, or NULL (binary search). */
 const sp_stage_kind_t *sp_stage_find(const sp_registry_t *reg, const char *name);
+
+/* The program's kinds: a program that has pipelines links a list of them
+ * (codelets/kinds.c), which hands itself here when the program loads (a
+ * constructor), so that the command line finds the kinds without naming
+ * the layer above it.  sp_stage_kinds_linked() returns that list, sorted
+ * by name, and its length in *n (NULL and 0 when none was linked). */
+void sp_stage_kinds_link(const sp_stage_kind_t *const *kinds, size_t n);
+const sp_stage_kind_t *const *sp_stage_kinds_linked(size_t *n);
 
 /* The parameters accepted by a graph's `runtime:` section (and the
  * command line's --sched, --ncpus ...), typed as stage parameters are. */
