@@ -216,13 +216,14 @@ static int whole_long(const char *arg, long lo, long hi, long *v)
 	return 0;
 }
 
-static int opt_inflight(struct cli *c, const char *arg)
+/* --OPT's integer in [lo, hi] into *v, or the usage error naming OPT */
+static int opt_long(const char *opt, const char *arg, long lo, long hi, long *v)
 {
-	long v;
-	if (whole_long(arg, 1, 64, &v) != 0)
-		return cli_usage_error("--inflight expects an integer in [1, 64], got '%s'", arg);
-	c->inflight = v;
-	return 0;
+	char fmt[96];
+	if (whole_long(arg, lo, hi, v) == 0)
+		return 0;
+	snprintf(fmt, sizeof fmt, "--%s expects an integer in [%ld, %ld], got '%%s'", opt, lo, hi);
+	return cli_usage_error(fmt, arg);
 }
 
 static int opt_progress(struct cli *c, const char *arg)
@@ -279,15 +280,6 @@ static int opt_node_type(struct cli *c, char *arg)
 #endif
 }
 
-static int opt_max_runs(struct cli *c, const char *arg)
-{
-	long v;
-	if (whole_long(arg, 1, 1000, &v) != 0)
-		return cli_usage_error("--max-runs expects an integer in [1, 1000], got '%s'", arg);
-	c->max_runs = v;
-	return 0;
-}
-
 static int opt_shard(struct cli *c, const char *arg)
 {
 	char *slash, *end;
@@ -335,7 +327,7 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_WPG: return set_rt(c, SP_RT_WORKERS_PER_GPU, arg, "--workers-per-gpu");
 	case OPT_PMDIR: return set_rt(c, SP_RT_PERFMODEL_DIR, arg, "--perfmodel-dir");
 	case OPT_CALIB: return set_rt(c, SP_RT_CALIBRATE, arg, "--calibrate");
-	case OPT_INFLIGHT: return opt_inflight(c, arg);
+	case OPT_INFLIGHT: return opt_long("inflight", arg, 1, 64, &c->inflight);
 	case OPT_REPORT: c->report = arg; return 0;
 	case OPT_TRACE: c->trace = arg; return 0;
 	case OPT_PROGRESS: return opt_progress(c, arg);
@@ -345,7 +337,7 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_TASKS: c->tasks = arg; return 0;
 	case OPT_SIMCOUNT: return opt_sim_count(arg);
 	case OPT_NODETYPE: return opt_node_type(c, arg);
-	case OPT_MAXRUNS: return opt_max_runs(c, arg);
+	case OPT_MAXRUNS: return opt_long("max-runs", arg, 1, 1000, &c->max_runs);
 	case OPT_JOURNAL: c->journal = arg; return 0;
 	case OPT_SHARD: return opt_shard(c, arg);
 	case OPT_MEMLIMIT: return opt_memory_limit(c, arg);
