@@ -20,7 +20,7 @@
 #include "testutil.h"
 
 /*
- * DESIGN.  apple_cuda.cu runs each function of apple_kern.h as one GPU
+ * DESIGN.  apple_cuda.cu and apple_cuda_image.cu run each function of apple_kern.h as one GPU
  * thread; here the same functions run as host loops, one "thread" after
  * another, in the kernels' launch order, and the results must equal
  * apple_cpu.c's bit for bit (the bodies use the CPU's operations in the
@@ -63,7 +63,7 @@ static int32_t *shuffled(int32_t n)
 	return perm;
 }
 
-/* ---- the emulated launch sequences (as apple_cuda.cu enqueues them) ---- */
+/* ---- the emulated launch sequences (as apple_cuda*.cu enqueue them) ---- */
 
 static void emu_preprocess(const apple_params_t *p, const apple_sizes_t *s, const float *mic,
 			   int nx, double *im)

@@ -352,7 +352,7 @@ size_t apple_pick_work_size(const apple_sizes_t *s);
 void apple_pick_scores(const apple_params_t *p, const apple_sizes_t *s, const apple_svm_t *m,
 		       const double *mean, const double *std, const int *xy, int n, double *score);
 
-/* ---- CUDA twins (apple_cuda.cu) ------------------------------------------ */
+/* ---- CUDA twins (apple_cuda*.cu) ----------------------------------------- */
 
 /*
  * Device pointers throughout; every function only enqueues work on
@@ -443,7 +443,7 @@ int apple_morphology_cuda(const apple_sizes_t *s, const uint8_t *seg, uint8_t *o
 
 /* Doubles of the packed support vectors (3 nsv), and the packing on the
  * host: svc[i] = (sv[i][0], sv[i][1], coef[i]); the caller copies it to
- * the device.  (apple_cpu.c: in every build.) */
+ * the device.  (apple_svm.c: in every build.) */
 size_t apple_svm_cuda_size(const apple_svm_t *m);
 void apple_svm_cuda_pack(const apple_svm_t *m, double *svc);
 

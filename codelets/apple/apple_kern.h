@@ -3,17 +3,18 @@
 #define SP_APPLE_KERN_H
 
 /*
- * DESIGN.  Each CUDA kernel of apple_cuda.cu that is not a library call is
+ * DESIGN.  Each CUDA kernel of apple_cuda*.cu that is not a library call is
  * a grid-stride loop around one function here, called with its thread's
  * index; tests/test_apple_kern.c calls the same functions from host loops
  * (threads one after another, in shuffled order where the kernel's
- * threads race) and compares with the CPU code of apple_cpu.c, so the
+ * threads race) and compares with the CPU code (apple_cpu.c, apple_score.c,
+ * apple_svm.c, apple_morph.c), so the
  * kernels' arithmetic and indexing are checked on every build, GPU or
  * not.  Most functions are twins of apple_cpu.c's loops, written apart,
  * with the same operations in the same order: on the device every double
  * operation is an explicit round-to-nearest intrinsic (no FMA
  * contraction), on the host the project builds with -ffp-contract=off, so
- * both give apple_cpu.c's bits.  Two are shared instead: apple_cpu.c runs
+ * both give the CPU code's bits.  Two are shared instead: the CPU code runs
  * the distance transform and the bicubic coefficients through these
  * bodies (they are checked independently there: erosion by definition,
  * ASPIRE's preprocessed image).

@@ -21,8 +21,8 @@
  * apple_score_base.c (the build's target) and apple_score_avx2.c (AVX2),
  * each one inclusion of apple_score_simd.h, so that `make -j` compiles
  * them side by side: the lanes route unrolls one function per query size
- * and variant, and the two variants in one file took 18 s to compile,
- * 45 s with the sanitizers, on CI's critical path.  apple_cpu.c picks one
+ * and variant, and the two variants in one file were one long compile
+ * on CI's critical path.  apple_cpu.c picks one
  * at run time (apple_score_simd()); they compute the same bits.
  */
 

@@ -140,7 +140,7 @@ static void AS_FN(max2_of)(const double *a, size_t n, double m[2])
 		m[t % 2] = a[t] > m[t % 2] ? a[t] : m[t % 2];
 }
 
-/* Two real-output rows as one complex row (apple_cpu.c, pack_rows()): the
+/* Two real-output rows as one complex row (apple_score.c, pack_rows()): the
  * half rows y1, y2 (q/2 + 1 complex) to z (q complex) with, for
  * 0 < k < q/2, z[k] = y1[k] + i y2[k] = (a - d, b + c) and
  * z[q - k] = conj(y1[k]) + i conj(y2[k]) = (a + d, c - b), where

@@ -1,7 +1,7 @@
 # The APPLE-Picker pipeline in the build (doc/apple.md): included by Makefile.am, whose lists it extends; %D% is this folder.
 SP_PIPELINES += apple
 SP_LIB_SOURCES += \
-	%D%/apple.h %D%/apple_kern.h %D%/apple_cpu.c \
+	%D%/apple.h %D%/apple_kern.h %D%/apple_cpu.c %D%/apple_score.c %D%/apple_svm.c %D%/apple_morph.c \
 	%D%/apple_score_isa.h %D%/apple_score_simd.h %D%/apple_score_base.c %D%/apple_score_avx2.c \
 	%D%/mrc.h %D%/mrc.c \
 	%D%/tiff.h %D%/tiff.c \
@@ -14,7 +14,8 @@ SP_LIB_SOURCES += \
 	%D%/preprocess_codelet.c %D%/score_codelet.c %D%/train_codelet.c \
 	%D%/classify_codelet.c %D%/morphology_codelet.c %D%/pick_codelet.c \
 	%D%/write_codelet.c
-SP_CUDA_SOURCES += %D%/apple_cuda.cu
+SP_CUDA_SOURCES += %D%/apple_cuda.cu %D%/apple_cuda_image.cu
+SP_LIB_SOURCES += %D%/apple_cuda_util.h
 SP_GRAPHS += graphs/apple-pick.yaml
 EXTRA_DIST += doc/apple.md bench/apple bench/apple-batch bench/apple_aspire_ref.py
 
