@@ -43,6 +43,13 @@ int desi_fits_open(const char *path, fitsfile **f, sp_err_t *err);
 /* Closes f (NULL is fine), clears CFITSIO's message stack and *f. */
 void desi_fits_close(fitsfile **f);
 
+/* Wraps a CFITSIO status into err, with the path and what was being done:
+ * "PATH: what: CFITSIO's status text (its oldest stacked message)", or
+ * "PATH: what: strerror" when a write failed on a system error (a full
+ * disk, a file-size limit: the caller clears errno before it writes).
+ * Clears CFITSIO's message stack; returns code. */
+int desi_fits_fail(sp_err_t *err, int code, const char *path, const char *what, int status);
+
 /* Keyword readers for the current HDU of f.  path and hdu (a name such as
  * "PSF" or "IMAGE") are only for messages: "PATH: HDU X, keyword K: ...".
  * A missing keyword is an error when dflt is NULL, else *v = *dflt. */
