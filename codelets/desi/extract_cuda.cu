@@ -1,20 +1,11 @@
-/* DESI subbundle extraction on CUDA: the twin of desi_extract_batch_cpu() in extract_batch.c. */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <cusolverDn.h>
+/* DESI subbundle extraction on CUDA: the twin of desi_extract_batch_cpu() in extract_batch.c
+ * (the kernels and the entry points; the host helpers: extract_cuda_host.cu). */
 #include <float.h>
-#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "extract.h"
-#include "error.h"
-}
-#include "desi_kern.h"
-#include "cuda_handles.h"
+#include "extract_cuda.h"
 
 /*
  * DESIGN.  The patches of a task go through the GPU together, in chunks
@@ -56,8 +47,8 @@ extern "C" {
  *     cyclic Jacobi eigensolver in one block per (patch, core fibre) in
  *     shared memory (2 m^2 doubles, 88 KB; opt-in above 48 KB), parallel
  *     ordering (round robin, m/2 disjoint rotations per step), rotations
- *     while |a_pq| > DBL_EPSILON sqrt(a_pp a_qq), at most 40 sweeps: 3.6x
- *     slower on an H200 (doc/gpu.md).  Then (decor_finish), as
+ *     while |a_pq| > DBL_EPSILON sqrt(a_pp a_qq), at most 40 sweeps
+ *     (slower than the batched syev: doc/gpu.md).  Then (decor_finish), as
  *     block_finish() in extract_cpu.c: Q = W W' with
  *     W = V diag(ev^-1/4), s = row sums, R = Q / s, flux = R x, ivar = s^2,
  *     the resolution diagonals; with xflux, the deconvolved flux x of the
@@ -83,102 +74,11 @@ extern "C" {
  * cuBLAS is set to host pointer mode for its scalars.
  */
 
-#define CHUNK 64 /* DESI_BATCH_MAX: patches per chunk */
-#define THREADS DSK_THREADS
-#define TILE DSK_TILE
-#define JACOBI_SWEEPS 40
 
-/* Internal linkage for everything but the two entry points: other .cu
- * files have their own `layout` and kernels. */
+using namespace desi_cu;
+
+/* Internal linkage for the kernels: other .cu files have their own. */
 namespace {
-
-struct common {
-	int nfib, m, n, sy, sx, core_f0, core_nf, core_w0, ndiag, nd, nf_out;
-	int fib0, nfullwave, npix_y, npix_x, nwave_grid, nfield, col0, xflux;
-	double regularize, psferr, dw;
-};
-
-struct geom {
-	int np;
-	int ymin[CHUNK], ny[CHUNK], xmin[CHUNK], nx[CHUNK], w0[CHUNK], cnw[CHUNK];
-	long long poff[CHUNK]; /* first pixel of the patch's window in the chunk's buffers */
-};
-
-static_assert(sizeof(common) + sizeof(geom) + 12 * sizeof(void *) < 4000,
-	      "kernel parameters must stay under 4 KB");
-
-/* Scratch layout, in bytes from the start, each region 256-aligned. */
-struct layout {
-	int cap;                  /* patches per chunk */
-	size_t pixcap;            /* window pixels per chunk */
-	size_t pix, ivar, chi2, tpos, z, c, core, pa, px, pl, pzt, info, info_rs, fail;
-	size_t ev, einfo; /* the batched eigensolver's eigenvalues and infos (eigen=syevb) */
-	size_t total;
-};
-
-static size_t take(size_t *at, size_t bytes)
-{
-	size_t o = *at;
-	*at += (bytes + 255) / 256 * 256;
-	return o;
-}
-
-static int npix_of(const desi_batch_t *b, int i)
-{
-	return (b->ny[i] > 0 ? b->ny[i] : 0) * (b->nx[i] > 0 ? b->nx[i] : 0);
-}
-
-static size_t smem_bytes(int m)
-{
-	const int half = (m + 1) / 2;
-	return (2 * (size_t)m * m + 2 * (size_t)m + 2 * (size_t)half) * sizeof(double) +
-	       (2 * (size_t)half + 1) * sizeof(int);
-}
-
-/* Scratch of a phase: PATCH (windows only), DECOR (all but the normal
- * equations, which live in the caller's `normal`). */
-enum phase { PATCH, DECOR };
-
-static layout make_layout(const desi_batch_t *b, phase ph)
-{
-	layout L = {};
-	const size_t m = (size_t)b->p.nwave, n = (size_t)b->p.nfib * m;
-	const size_t k = (size_t)b->p.core_nf * m, nf_out = (size_t)desi_batch_fields(b);
-	L.cap = b->np < CHUNK ? b->np : CHUNK;
-	for (int c0 = 0; c0 < b->np; c0 += CHUNK) {
-		size_t s = 0;
-		for (int i = c0; i < b->np && i < c0 + CHUNK; i++)
-			s += (size_t)npix_of(b, i);
-		L.pixcap = s > L.pixcap ? s : L.pixcap;
-	}
-	const size_t P = (size_t)(L.cap > 0 ? L.cap : 1), px = L.pixcap > 0 ? L.pixcap : 1;
-	size_t at = 0;
-	L.pix = take(&at, px * sizeof(double));
-	L.ivar = take(&at, px * sizeof(double));
-	if (ph == PATCH) {
-		L.total = at;
-		return L;
-	}
-	L.chi2 = take(&at, px * sizeof(double));
-	L.tpos = take(&at, px * sizeof(double));
-	L.z = take(&at, P * n * k * sizeof(double));
-	L.c = take(&at, P * (size_t)b->p.core_nf * m * m * sizeof(double));
-	L.core = take(&at, P * (size_t)b->p.core_nf * nf_out * m * sizeof(double));
-	L.pa = take(&at, P * sizeof(double *));
-	L.px = take(&at, P * sizeof(double *));
-	L.pl = take(&at, P * sizeof(double *));
-	L.pzt = take(&at, P * sizeof(double *));
-	L.info = take(&at, P * sizeof(int));
-	L.info_rs = take(&at, sizeof(int));
-	L.fail = take(&at, P * sizeof(int));
-	L.ev = take(&at, P * (size_t)b->p.core_nf * m * sizeof(double));
-	L.einfo = take(&at, P * (size_t)b->p.core_nf * sizeof(int));
-	L.total = at;
-	return L;
-}
-
-/* ---- kernels ---- */
-
 
 /* Patch i's window for desi_kern.h. */
 __device__ static dsk_win_t win_of(const common &c, const geom &g, int i)
@@ -266,8 +166,9 @@ __global__ void k_pointers(common c, int np, double *icov, double *x, double *z,
 
 /* x = L'^-1 L^-1 y for patch blockIdx.x, in place (desi_kern.h's k_solve):
  * x in shared memory (n doubles) with the current block's triangle
- * (DSK_NB^2).  cusolverDnDpotrsBatched (nrhs 1) took 1.8 ms per subbundle
- * on an H200 and two cublasDtrsmBatched 1.4 ms (doc/gpu.md). */
+ * (DSK_NB^2): one launch, where cusolverDnDpotrsBatched (nrhs 1) or two
+ * cublasDtrsmBatched were slower per subbundle (doc/gpu.md;
+ * SP_DESI_SOLVE=potrs for A/B). */
 __global__ void k_solve(common c, double *const *pa, double *const *px)
 {
 	extern __shared__ double shs[];
@@ -523,262 +424,6 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 } /* namespace */
 
 /* ---- host side ---- */
-
-/* Each failure is noted (sp_cuda_note_error) for the message the user
- * sees, then SP_ECUDA is returned. */
-#define CU(call)                                                           \
-	do {                                                               \
-		cudaError_t e_ = (call);                                   \
-		if (e_ != cudaSuccess) {                                   \
-			sp_cuda_note_error(#call, cudaGetErrorString(e_)); \
-			return SP_ECUDA;                                   \
-		}                                                          \
-	} while (0)
-#define LAUNCHED() CU(cudaGetLastError())
-#define BL(call)                                                              \
-	do {                                                                  \
-		cublasStatus_t s_ = (call);                                   \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                            \
-			sp_cuda_note_error(#call, cublasGetStatusString(s_)); \
-			return SP_ECUDA;                                      \
-		}                                                             \
-	} while (0)
-#define SO(call)                                                 \
-	do {                                                     \
-		cusolverStatus_t s_ = (call);                    \
-		if (s_ != CUSOLVER_STATUS_SUCCESS) {             \
-			char why_[32];                           \
-			snprintf(why_, sizeof why_, "status %d", \
-				 (int)s_);                       \
-			sp_cuda_note_error(#call, why_);         \
-			return SP_ECUDA;                         \
-		}                                                \
-	} while (0)
-
-/* ---- step timing and the eigensolver's choice (environment) ----
- *
- * SP_CUDA_STEPS=1: desi_decorrelate_batch_cuda() records a CUDA event
- * between its steps, waits for the chunk's last, and adds each step's GPU
- * time to a per-process table printed on stderr at exit (a profiling aid:
- * the wait costs the overlap of consecutive tasks; bench/gpu uses it).
- * Step 5's eigendecompositions are cusolverDnXsyevBatched's in CUDA 13
- * builds (3.6x faster than the in-block Jacobi kernel on an H200, doc/
- * gpu.md), the Jacobi kernel's before, or with SP_DESI_EIGEN=jacobi; both
- * give C_bb = V diag(ev) V' to rounding.  SP_DESI_SOLVE=potrs: x by
- * cusolverDnDpotrsBatched instead of k_solve (for A/B). */
-
-enum step { S_WINDOW, S_POTRF, S_SOLVE, S_TRSM, S_GEMM, S_EIGEN, S_FINISH, S_CHI2, S_WRITE, S_N };
-static const char *const step_name[S_N] = { "window+pointers", "potrf (batched)",
-					     "solve x (k_solve)", "eye+trsm Z (trailing)",
-					     "gemm C_bb (strided)", "eigen (syevb|jacobi+R)",
-					     "R, flux, ivar (syevb)", "chi2pix+chi2core", "write" };
-static pthread_mutex_t steps_mu = PTHREAD_MUTEX_INITIALIZER;
-static double steps_ms[S_N];
-static long steps_chunks, steps_patches;
-
-static void steps_print(void)
-{
-	double tot = 0.0;
-	for (int k = 0; k < S_N; k++)
-		tot += steps_ms[k];
-	fprintf(stderr, "desi_decorrelate_batch_cuda steps (SP_CUDA_STEPS): %ld chunks, %ld patches, "
-			"%.3f ms GPU in all\n", steps_chunks, steps_patches, tot);
-	for (int k = 0; k < S_N; k++)
-		fprintf(stderr, "  %-22s %10.3f ms  %5.1f %%  %8.4f ms/chunk\n", step_name[k],
-			steps_ms[k], tot > 0.0 ? 100.0 * steps_ms[k] / tot : 0.0,
-			steps_chunks > 0 ? steps_ms[k] / (double)steps_chunks : 0.0);
-}
-
-/* 1 when SP_CUDA_STEPS is set (not "0"); the first call registers the report. */
-static int steps_on(void)
-{
-	static int on = -1;
-	pthread_mutex_lock(&steps_mu);
-	if (on < 0) {
-		const char *v = getenv("SP_CUDA_STEPS");
-		on = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-		if (on)
-			atexit(steps_print);
-	}
-	pthread_mutex_unlock(&steps_mu);
-	return on;
-}
-
-/* A chunk's events: mark(k) before step k, mark(S_N) after the last. */
-struct steps {
-	int on;
-	cudaEvent_t ev[S_N + 1];
-};
-
-static void steps_begin(steps *t)
-{
-	t->on = steps_on();
-	for (int k = 0; t->on && k <= S_N; k++)
-		if (cudaEventCreate(&t->ev[k]) != cudaSuccess)
-			t->on = 0; /* no timing rather than a failed task */
-}
-
-static void steps_mark(steps *t, int k, cudaStream_t st)
-{
-	if (t->on)
-		cudaEventRecord(t->ev[k], st);
-}
-
-static void steps_end(steps *t, int np)
-{
-	if (!t->on)
-		return;
-	float ms[S_N] = { 0 };
-	if (cudaEventSynchronize(t->ev[S_N]) == cudaSuccess)
-		for (int k = 0; k < S_N; k++)
-			cudaEventElapsedTime(&ms[k], t->ev[k], t->ev[k + 1]);
-	for (int k = 0; k <= S_N; k++)
-		cudaEventDestroy(t->ev[k]);
-	pthread_mutex_lock(&steps_mu);
-	for (int k = 0; k < S_N; k++)
-		steps_ms[k] += ms[k];
-	steps_chunks++;
-	steps_patches += np;
-	pthread_mutex_unlock(&steps_mu);
-}
-
-/* 1 when step 5 uses cuSOLVER's batched eigensolver: in CUDA 13 builds,
- * unless SP_DESI_EIGEN=jacobi. */
-static int eigen_syevb(void)
-{
-#if CUDART_VERSION >= 13000
-	const char *v = getenv("SP_DESI_EIGEN");
-	return v == NULL || strcmp(v, "jacobi") != 0;
-#else
-	return 0;
-#endif
-}
-
-/* 1 when SP_DESI_SOLVE=potrs asks for cusolverDnDpotrsBatched. */
-static int solve_potrs(void)
-{
-	const char *v = getenv("SP_DESI_SOLVE");
-	return v != NULL && strcmp(v, "potrs") == 0;
-}
-
-#if CUDART_VERSION >= 13000
-/* cusolverDnXsyevBatched over the nb m x m blocks of cbb (column-major,
- * m m apart): eigenvectors in place, eigenvalues into ev, infos into
- * einfo.  Its device workspace is stream-ordered (cudaMallocAsync), its
- * host workspace (none in CUDA 13.0) malloc'ed. */
-static int syev_batched(cusolverDnHandle_t hs, cudaStream_t st, int m, int nb, double *cbb,
-			double *ev, int *einfo)
-{
-	cusolverDnParams_t prm;
-	size_t dbytes = 0, hbytes = 0;
-	void *dws = NULL, *hws = NULL;
-	int ret = 0;
-	if (cusolverDnCreateParams(&prm) != CUSOLVER_STATUS_SUCCESS) {
-		sp_cuda_note_error("cusolverDnCreateParams", "failed");
-		return SP_ECUDA;
-	}
-	cusolverStatus_t s = cusolverDnXsyevBatched_bufferSize(
-		hs, prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, m, CUDA_R_64F, cbb, m,
-		CUDA_R_64F, ev, CUDA_R_64F, &dbytes, &hbytes, nb);
-	if (s == CUSOLVER_STATUS_SUCCESS && dbytes > 0 &&
-	    cudaMallocAsync(&dws, dbytes, st) != cudaSuccess)
-		s = CUSOLVER_STATUS_ALLOC_FAILED;
-	if (s == CUSOLVER_STATUS_SUCCESS && hbytes > 0 && (hws = malloc(hbytes)) == NULL)
-		s = CUSOLVER_STATUS_ALLOC_FAILED;
-	if (s == CUSOLVER_STATUS_SUCCESS)
-		s = cusolverDnXsyevBatched(hs, prm, CUSOLVER_EIG_MODE_VECTOR,
-					   CUBLAS_FILL_MODE_LOWER, m, CUDA_R_64F, cbb, m,
-					   CUDA_R_64F, ev, CUDA_R_64F, dws, dbytes, hws, hbytes,
-					   einfo, nb);
-	if (s != CUSOLVER_STATUS_SUCCESS) {
-		char why[32];
-		snprintf(why, sizeof why, "status %d", (int)s);
-		sp_cuda_note_error("cusolverDnXsyevBatched", why);
-		ret = SP_ECUDA;
-	}
-	if (dws != NULL)
-		cudaFreeAsync(dws, st);
-	if (hws != NULL) {
-		cudaStreamSynchronize(st); /* the host workspace is the call's until then */
-		free(hws);
-	}
-	cusolverDnDestroyParams(prm);
-	return ret;
-}
-#endif
-
-static unsigned grid_for(size_t work)
-{
-	size_t g = (work + THREADS - 1) / THREADS;
-	return (unsigned)(g < 1 ? 1 : g > 4096 ? 4096 : g);
-}
-
-/* The kernels' scalar parameters of batch b. */
-static common common_of(const desi_batch_t *b)
-{
-	const desi_patch_t *p = &b->p;
-	common c;
-	c.nfib = p->nfib;
-	c.m = p->nwave;
-	c.n = p->nfib * p->nwave;
-	c.sy = p->sy;
-	c.sx = p->sx;
-	c.core_f0 = p->core_f0;
-	c.core_nf = p->core_nf;
-	c.core_w0 = p->core_w0;
-	c.ndiag = p->ndiag;
-	c.nd = 2 * p->ndiag + 1;
-	c.xflux = b->xflux != 0;
-	c.nf_out = desi_batch_fields(b);
-	c.fib0 = b->fib0;
-	c.nfullwave = b->nfullwave;
-	c.npix_y = b->npix_y;
-	c.npix_x = b->npix_x;
-	c.nwave_grid = b->nwave_grid;
-	c.nfield = b->nfield;
-	c.col0 = b->col0;
-	c.regularize = p->regularize;
-	c.psferr = p->psferr;
-	c.dw = b->dw;
-	return c;
-}
-
-/* The geometry of patches [c0, c0 + CHUNK) of b; *maxpix: the largest window. */
-static geom geom_of(const desi_batch_t *b, int c0, size_t *maxpix)
-{
-	geom g;
-	long long off = 0;
-	*maxpix = 0;
-	g.np = b->np - c0 < CHUNK ? b->np - c0 : CHUNK;
-	for (int k = 0; k < g.np; k++) {
-		const int i = c0 + k;
-		g.ymin[k] = b->ymin[i];
-		g.ny[k] = b->ny[i];
-		g.xmin[k] = b->xmin[i];
-		g.nx[k] = b->nx[i];
-		g.w0[k] = b->w0[i];
-		g.cnw[k] = b->core_nw[i];
-		g.poff[k] = off;
-		off += npix_of(b, i);
-		*maxpix = (size_t)npix_of(b, i) > *maxpix ? (size_t)npix_of(b, i) : *maxpix;
-	}
-	return g;
-}
-
-/* Geometry the kernels support: SP_EINVAL otherwise. */
-static int check_batch(const desi_batch_t *b)
-{
-	const desi_patch_t *p = &b->p;
-	if (p->nwave <= 0 || p->nfib <= 0 || p->core_nf <= 0 || p->core_f0 < 0 ||
-	    p->core_f0 + p->core_nf > p->nfib || b->nfield < desi_batch_fields(b) || p->core_w0 < 0)
-		return SP_EINVAL;
-	for (int i = 0; i < b->np; i++)
-		if (b->core_nw[i] < 0 || p->core_w0 + b->core_nw[i] > p->nwave)
-			return SP_EINVAL;
-	if (((size_t)DSK_NB * DSK_NB + (size_t)p->nfib * p->nwave) * sizeof(double) > 48 * 1024)
-		return SP_EINVAL; /* k_solve's x and k_chi2pix's column list: n <= 5120 */
-	return 0;
-}
 
 extern "C" size_t desi_patch_cuda_scratch(const desi_batch_t *b)
 {

@@ -13,7 +13,8 @@ SP_LIB_SOURCES += \
 	%D%/spots_codelet.c %D%/patch_codelet.c %D%/decorrelate_codelet.c \
 	%D%/stitch_codelet.c %D%/model_codelet.c \
 	%D%/write_codelet.c
-SP_CUDA_SOURCES += %D%/psf_cuda.cu %D%/extract_cuda.cu
+SP_CUDA_SOURCES += %D%/psf_cuda.cu %D%/extract_cuda.cu %D%/extract_cuda_host.cu
+SP_LIB_SOURCES += %D%/extract_cuda.h
 SP_GRAPHS += graphs/desi-extract.yaml
 EXTRA_DIST += doc/desi.md bench/desi
 
