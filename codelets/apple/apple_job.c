@@ -347,10 +347,11 @@ struct apple_task_arg *apple__next_arg(struct apple_job *j, sp_taskctx_t *ctx, i
 	return a;
 }
 
-/* Tasks a tiled stage splits into: its `tile:`, else 4 per worker; at most n. */
-int apple__tiles(const sp_gstage_t *st, int n)
+/* Tasks a tiled stage splits into: its `tile:`, else 4 per worker of the
+ * item's lane; at most n. */
+int apple__tiles(const sp_item_t *item, const sp_gstage_t *st, int n)
 {
-	int k = st->tile > 0 ? st->tile : 4 * (int)sp_item_nworkers();
+	int k = st->tile > 0 ? st->tile : 4 * (int)sp_item_nworkers(item);
 	if (k < 1)
 		k = 1;
 	return k < n ? k : n;

@@ -121,7 +121,7 @@ int apple__plan_parts(starpu_data_handle_t h, const int *b, int k, int unit,
 struct apple_task_arg *apple__next_arg(struct apple_job *j, sp_taskctx_t *ctx, int lo, int hi);
 
 /* Tasks a tiled stage splits into: its `tile:`, else 4 per worker; at most n. */
-int apple__tiles(const sp_gstage_t *st, int n);
+int apple__tiles(const sp_item_t *item, const sp_gstage_t *st, int n);
 
 /* Submits the job's training task (apple.train's; apple.classify's retrains too). */
 int apple__submit_train(struct apple_job *j, sp_taskctx_t *ctx);

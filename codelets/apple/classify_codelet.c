@@ -98,7 +98,7 @@ static int classify_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 		return SP_ENOMEM;
 	if (sp_status_failed(status))
 		return 0;
-	j->k_class = apple__tiles(st, s->nwy);
+	j->k_class = apple__tiles(item, st, s->nwy);
 	j->rb = malloc((size_t)(j->k_class + 1) * sizeof *j->rb);
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_classify");
 	sp_taskctx_t *ctx_train = sp_item_taskctx(item, st, "apple_train");

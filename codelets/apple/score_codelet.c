@@ -75,7 +75,7 @@ static int score_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return SP_ENOMEM;
 	if (sp_status_failed(sp_item_status(item)))
 		return 0;
-	j->k_score = apple__tiles(st, nquery);
+	j->k_score = apple__tiles(item, st, nquery);
 	j->qb = malloc((size_t)(j->k_score + 1) * sizeof *j->qb);
 	sp_taskctx_t *ctx = sp_item_taskctx(item, st, "apple_score");
 	if (j->qb == NULL || ctx == NULL)

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cancel.h"
-#include "runtime.h"
 #include "sizes.h"
 #include "stage.h"
 #include "desi_job.h"
@@ -60,9 +59,9 @@ SP_CODELET(patch_cl, "desi_patch", patch_cpu, SP_CUDA(patch_cuda), desi__chunk_f
  * pool may be smaller than a subbundle's chunks: patch_tile() submits a
  * chunk's decorrelation itself when the chunk's buffer is wanted again
  * before decorrelate_tile() came to it. */
-static int normals_pool(void)
+static int normals_pool(const sp_item_t *item)
 {
-	int k = 2 * (int)sp_item_nworkers();
+	int k = 2 * (int)sp_item_nworkers(item);
 	return k < 4 ? 4 : k;
 }
 
@@ -78,8 +77,8 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 		return 0;
 	j->regularize = ((const struct patch_params *)st->typed)->regularize;
 	/* patches per task: a tile of the subbundle's, the whole subbundle
-	 * when the run has GPUs (their batched solvers want many) */
-	int per = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? pl->npatch_wave : 4;
+	 * when the item's lane has GPUs (their batched solvers want many) */
+	int per = st->tile > 0 ? st->tile : sp_item_ncuda_workers(item) > 0 ? pl->npatch_wave : 4;
 	j->chunk = per < pl->npatch_wave ? per : pl->npatch_wave;
 	/* a chunk's normal equations are one StarPU vector: at most
 	 * SP_VECTOR_MAX_NX doubles (a default chunk is cut to fit) */
@@ -99,7 +98,7 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	j->maxchunks = j->nsubs * per_sub;
 	j->chunks = calloc((size_t)j->maxchunks, sizeof *j->chunks);
 	j->chunk0 = calloc((size_t)j->nsubs + 1, sizeof *j->chunk0);
-	j->nnormals = normals_pool() < j->maxchunks ? normals_pool() : j->maxchunks;
+	j->nnormals = normals_pool(item) < j->maxchunks ? normals_pool(item) : j->maxchunks;
 	j->normals = calloc((size_t)j->nnormals, sizeof *j->normals);
 	j->normal_last = malloc(sizeof *j->normal_last * (size_t)j->nnormals);
 	for (int k = 0; j->normal_last != NULL && k < j->nnormals; k++)
@@ -203,11 +202,11 @@ static int patch_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t 
 	const double nsub = (double)(sp->nsubbundles < ns ? sp->nsubbundles : ns);
 	const double cnf = ceil(ns / nsub);
 	const double npw = ceil(desi__est_nwave(sp, e) / (double)sp->nwavestep);
-	double chunk = st->tile > 0 ? st->tile : sp_runtime_ncuda_workers() > 0 ? npw : 4;
+	double chunk = st->tile > 0 ? st->tile : sp_item_ncuda_workers(item) > 0 ? npw : 4;
 	chunk = chunk < npw ? chunk : npw;
 	const double nchunks = ceil((double)sp->nspec / (double)sp->bundlesize) * nsub * ceil(npw / chunk);
-	const double pool = normals_pool() < nchunks ? normals_pool() : nchunks;
-	const double nworkers = sp_item_nworkers() > 0 ? sp_item_nworkers() : 1;
+	const double pool = normals_pool(item) < nchunks ? normals_pool(item) : nchunks;
+	const double nworkers = sp_item_nworkers(item) > 0 ? sp_item_nworkers(item) : 1;
 	e->bytes += (unsigned long long)(8.0 * (pool * chunk * (n * n + 2 * n + 1) +
 						nworkers * (3 * n * n + chunk * (n + cnf * (m * m + m)))));
 	return 0;

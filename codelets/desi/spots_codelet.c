@@ -95,9 +95,9 @@ static int plan_subbundle(struct desi_job *j, struct desi_sub *su, const double 
 
 /* Spots of bundles in flight: enough to keep every worker busy, few enough
  * to bound memory (each ~90 MB). */
-static int spots_window(void)
+static int spots_window(const sp_item_t *item)
 {
-	return (int)sp_item_nworkers() / 5 + 2;
+	return (int)sp_item_nworkers(item) / 5 + 2;
 }
 
 /* The most patches an item may have (subbundles x patches along the
@@ -220,7 +220,7 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	uint32_t *lens = calloc((size_t)pl->nbundles * pl->nsubbundles, sizeof *lens);
 	j->wave = malloc((size_t)pl->nwave * sizeof *j->wave);
 	j->fullwave = malloc((size_t)pl->nfullwave * sizeof *j->fullwave);
-	int win = sp->spot_slots > 0 ? (int)sp->spot_slots : spots_window();
+	int win = sp->spot_slots > 0 ? (int)sp->spot_slots : spots_window(item);
 	j->nslots = win < pl->nbundles ? win : pl->nbundles;
 	j->slots = calloc((size_t)j->nslots, sizeof *j->slots);
 	if (!j->sub0 || !j->subs || !lens || !j->wave || !j->fullwave || !j->slots) {
@@ -418,7 +418,7 @@ static int spots_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate_t 
 			     2.0 * (double)desi_plan_wavepad((int)sp->wavepad, sp->wavepad_frac);
 	const double ns = (double)(sp->bundlesize < sp->nspec ? sp->bundlesize : sp->nspec);
 	const double nbundles = ceil((double)sp->nspec / (double)sp->bundlesize);
-	double slots = sp->spot_slots > 0 ? (double)sp->spot_slots : (double)spots_window();
+	double slots = sp->spot_slots > 0 ? (double)sp->spot_slots : (double)spots_window(item);
 	slots = slots < nbundles ? slots : nbundles;
 	const double frame = (double)sp->nspec * nwave * 4.0 * DESI_NFIELD;
 	e->out_bytes += (unsigned long long)frame;

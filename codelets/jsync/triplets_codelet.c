@@ -94,14 +94,14 @@ static void triplets_free(sp_value_t *v)
  * choices (N = 12,000 stored: 72 GB in 67 chunks or more). */
 #define JSYNC_MAX_CHUNK_CHOICE_BYTES ((size_t)1 << 30)
 
-static size_t auto_chunks(int64_t N, unsigned where)
+static size_t auto_chunks(const sp_item_t *item, int64_t N, unsigned where)
 {
 	int64_t T = jsync_ntriplets(N);
 	const size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
 	const size_t least = (bytes + JSYNC_MAX_CHUNK_CHOICE_BYTES - 1) / JSYNC_MAX_CHUNK_CHOICE_BYTES;
-	unsigned ncuda = where == 0 || (where & SP_IMPL_CUDA) ? sp_item_ncuda_workers() : 0;
+	unsigned ncuda = where == 0 || (where & SP_IMPL_CUDA) ? sp_item_ncuda_workers(item) : 0;
 	size_t n = ncuda > 0 ? (size_t)ncuda * JSYNC_CHUNKS_PER_CUDA_WORKER
-			     : (size_t)sp_item_nworkers() * JSYNC_CHUNKS_PER_WORKER;
+			     : (size_t)sp_item_nworkers(item) * JSYNC_CHUNKS_PER_WORKER;
 	if (n < 1)
 		n = 1;
 	if ((int64_t)n > T / JSYNC_MIN_CHUNK_TRIPLETS)
@@ -131,7 +131,7 @@ static int triplets_estimate(sp_item_t *item, const sp_gstage_t *st, sp_estimate
 	size_t bytes = jsync_choice_bytes(N, 0, jsync_npairs(N));
 	if (tp->store == STORE_STORE || (tp->store == STORE_AUTO && bytes <= tp->memory_budget))
 		e->bytes += bytes;
-	double chunks = st->tile > 0 ? (double)st->tile : (double)auto_chunks(N, st->where);
+	double chunks = st->tile > 0 ? (double)st->tile : (double)auto_chunks(item, N, st->where);
 	if (chunks > (double)jsync_npairs(N))
 		chunks = (double)jsync_npairs(N);
 	e->bytes += (unsigned long long)(chunks * (sizeof(int64_t) + 2 * sizeof(jsync_chunk_arg_t) +
@@ -154,7 +154,7 @@ static int triplets_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *cons
 	t->rijs = r;
 	t->N = r->N;
 
-	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(r->N, st->where);
+	size_t want = st->tile > 0 ? (size_t)st->tile : auto_chunks(item, r->N, st->where);
 	if (want > (size_t)jsync_npairs(r->N)) /* a chunk holds whole runs: at most P */
 		want = (size_t)jsync_npairs(r->N);
 	t->bounds = malloc((want + 1) * sizeof *t->bounds);

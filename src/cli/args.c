@@ -47,10 +47,13 @@ const char cli_usage_text[] =
 	"  -i, --input PATH         same as --set input=PATH\n"
 	"  -o, --output PATH        same as --set output=PATH\n"
 	"Options of run (they override the graph's runtime: section):\n"
-	"      --sched NAME         StarPU scheduler (auto: dmdas with GPUs, lws without)\n"
+	"      --sched NAME         StarPU scheduler (auto: heteroprio with GPUs, lws without)\n"
 	"      --ncpus N            CPU workers (-1: all cores)\n"
 	"      --ncuda N            CUDA GPUs (-1: all)\n"
 	"      --workers-per-gpu N  CUDA workers (streams) per GPU\n"
+	"      --lanes auto|off|on  on: a CPU lane beside the GPU lane, each item run whole\n"
+	"                           in one, in its own plan (auto: one lane for now)\n"
+	"      --cpu-lane N         CPU workers of the CPU lane (-1: all but 2 per GPU)\n"
 	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
 	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
 	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
@@ -93,6 +96,8 @@ enum {
 	OPT_NCPUS,
 	OPT_NCUDA,
 	OPT_WPG,
+	OPT_LANES,
+	OPT_CPU_LANE,
 	OPT_PMDIR,
 	OPT_CALIB,
 	OPT_INFLIGHT,
@@ -159,6 +164,8 @@ static const struct option lo[] = {
 	{ "ncpus", required_argument, NULL, OPT_NCPUS },
 	{ "ncuda", required_argument, NULL, OPT_NCUDA },
 	{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
+	{ "lanes", required_argument, NULL, OPT_LANES },
+	{ "cpu-lane", required_argument, NULL, OPT_CPU_LANE },
 	{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
 	{ "calibrate", required_argument, NULL, OPT_CALIB },
 	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
@@ -325,6 +332,8 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_NCPUS: return set_rt(c, SP_RT_NCPUS, arg, "--ncpus");
 	case OPT_NCUDA: return set_rt(c, SP_RT_NCUDA, arg, "--ncuda");
 	case OPT_WPG: return set_rt(c, SP_RT_WORKERS_PER_GPU, arg, "--workers-per-gpu");
+	case OPT_LANES: return set_rt(c, SP_RT_LANES, arg, "--lanes");
+	case OPT_CPU_LANE: return set_rt(c, SP_RT_CPU_LANE, arg, "--cpu-lane");
 	case OPT_PMDIR: return set_rt(c, SP_RT_PERFMODEL_DIR, arg, "--perfmodel-dir");
 	case OPT_CALIB: return set_rt(c, SP_RT_CALIBRATE, arg, "--calibrate");
 	case OPT_INFLIGHT: return opt_long("inflight", arg, 1, 64, &c->inflight);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cluster.h"
 #include "run.h"
+#include "lanes.h"
 #include "runtime.h"
 #include "sched_hp.h"
 
@@ -327,6 +328,8 @@ static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runt
 	conf->ncpus = (int)p->ncpus;
 	conf->ncuda = (int)p->ncuda;
 	conf->workers_per_gpu = (int)p->workers_per_gpu;
+	conf->lanes = p->lanes;
+	conf->cpu_lane = (int)p->cpu_lane;
 	conf->perfmodel_dir = p->perfmodel_dir;
 	conf->calibrate = m->writer ? (int)p->calibrate : 0;
 	conf->node_type = m->node_type;
@@ -456,6 +459,8 @@ static int run_batch(const struct cli *c, const sp_graph_t *g, const struct item
 	say_models(c, g, p, &m);
 	if (c->verbose && sp_cluster_rank() == 0 && sp_runtime_heteroprio())
 		sp_hp_describe(stderr); /* what auto chose on a GPU node, and why */
+	if (c->verbose && sp_cluster_rank() == 0)
+		sp_runtime_lanes_describe(stderr);
 	int ret = sp_run(g, it->v, it->n, ro, &res);
 	if (ret == SP_EINVAL) {
 		/* every rank refuses alike; the rank with the reason says it */

@@ -204,6 +204,8 @@ enum sp_runtime_param {
 	SP_RT_WORKERS_PER_GPU,
 	SP_RT_PERFMODEL_DIR,
 	SP_RT_CALIBRATE,
+	SP_RT_LANES,
+	SP_RT_CPU_LANE,
 	SP_RT_NPARAMS
 };
 typedef struct sp_runtime_params {
@@ -212,6 +214,8 @@ typedef struct sp_runtime_params {
 	long long workers_per_gpu;
 	const char *perfmodel_dir; /* "": the per-user default */
 	long long calibrate;       /* 0, 1, 2 */
+	int lanes;                 /* the index in "auto|off|on" (lanes.h's SP_LANES_*) */
+	long long cpu_lane;        /* CPU workers of the CPU lane; -1: the default split */
 } sp_runtime_params_t;
 extern const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS];
 extern const size_t sp_runtime_nparams;

@@ -294,10 +294,20 @@ static int want_item(size_t i, void *arg)
 
 static int batch_stopped(void) { return atomic_load(&stop_signal) != 0; }
 
+/* A driver thread: its batch and its lane. */
+struct driver {
+	struct sp_batch *b;
+	int lane;
+};
+
 static void *driver_main(void *arg)
 {
-	struct sp_batch *b = arg;
+	const struct driver *d = arg;
+	struct sp_batch *b = d->b;
 	for (;;) {
+		/* a CPU lane's driver asks the router first (route.c) */
+		if (!sp__route_take(&b->route, d->lane, !b->lazy_plan))
+			break;
 		/* nothing when interrupted: no new item */
 		size_t i = sp_dispatch_next();
 		if (i == SIZE_MAX)
@@ -306,7 +316,9 @@ static void *driver_main(void *arg)
 			sp__plan_item(b, &b->state[i]);
 		if (atomic_load(&b->state[i].state) != IT_PENDING)
 			continue; /* skipped or refused when planned */
+		b->state[i].lane = d->lane;
 		run_item(b, i);
+		sp__route_done(&b->route, d->lane, b->state[i].seconds);
 	}
 	return NULL;
 }
@@ -353,6 +365,7 @@ static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
 		b->state[i].g = g;
 		b->state[i].path = b->items[i];
 		b->state[i].index = i;
+		b->state[i].lane = -1; /* until a lane's driver takes it (the memory estimate: the node's) */
 		starpu_pthread_mutex_init(&b->state[i].lock, NULL);
 		if (rc == 0 && sp__plan_outputs(g, b->items[i], i, &outs[i], &nouts[i]) != 0)
 			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
@@ -380,6 +393,12 @@ static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
 		sp_graph_batch_wide(g, b->batch_wide);
 	b->shared.g = g;
 	b->shared.path = "";
+	b->shared.lane = -1; /* batch-wide stages run in the GPU lane */
+	/* the CPU lane runs items whole on CPUs: every stage must be able to */
+	b->cpu_lane_ok = 1;
+	for (size_t s = 0; s < g->nstages; s++)
+		if (g->stages[s].where == SP_IMPL_CUDA || !(g->stages[s].kind->impl & SP_IMPL_CPU))
+			b->cpu_lane_ok = 0;
 	starpu_pthread_mutex_init(&b->shared.lock, NULL);
 	starpu_pthread_mutex_init(&b->shared_lock, NULL);
 	return rc;
@@ -425,11 +444,19 @@ static size_t batch_select_shard(struct sp_batch *b)
 	return nmine;
 }
 
-/* Runs the items: `nthreads` driver threads pull them from the dispatcher
- * (rank 0's under MPI) until none is left or the batch is interrupted. */
+/* Driver threads of the CPU lane: two items keep a lane of CPU workers
+ * busy (one computes while the other reads or writes), as on a CPU-only
+ * node (default_inflight()). */
+#define CPU_LANE_DRIVERS 2
+
+/* Runs the items: `nthreads` driver threads of the GPU lane (the node's,
+ * without lanes) and CPU_LANE_DRIVERS of the CPU lane pull them from the
+ * dispatcher (rank 0's under MPI) until none is left, the router refuses
+ * a CPU lane's driver, or the batch is interrupted. */
 static void batch_drive(struct sp_batch *b, size_t nthreads)
 {
 	starpu_pthread_t th[64];
+	struct driver drv[64];
 	size_t started = 0;
 	sp_err_t err = { 0 };
 	if (sp_dispatch_start(b->nitems, want_item, b, batch_stopped, &err) != 0) {
@@ -440,19 +467,34 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = b;
 	starpu_pthread_mutex_unlock(&cur_lock);
-	if (nthreads > b->nitems)
-		nthreads = b->nitems;
-	if (nthreads > 64)
-		nthreads = 64;
-	for (size_t t = 0; t < nthreads; t++)
-		if (starpu_pthread_create(&th[t], NULL, driver_main, b) == 0)
+	size_t pending = 0;
+	for (size_t i = 0; i < b->nitems; i++)
+		pending += want_item(i, b) != 0;
+	size_t drivers[SP_MAX_LANES] = { nthreads, 0 };
+	const int nlanes = sp_runtime_nlanes();
+	if (nlanes > 1 && b->cpu_lane_ok)
+		drivers[1] = CPU_LANE_DRIVERS;
+	sp__route_init(&b->route, pending, drivers, nlanes);
+	size_t n = 0;
+	drv[0] = (struct driver){ b, 0 }; /* the caller's own, when no thread starts */
+	for (int l = 0; l < nlanes; l++)
+		for (size_t t = 0; t < drivers[l] && t < b->nitems && n < 64; t++)
+			drv[n++] = (struct driver){ b, l };
+	for (size_t t = 0; t < n; t++)
+		if (starpu_pthread_create(&th[started], NULL, driver_main, &drv[t]) == 0)
 			started++;
 	if (started == 0)
-		driver_main(b);
+		driver_main(&drv[0]);
 	for (size_t t = 0; t < started; t++)
 		starpu_pthread_join(th[t], NULL);
 	sp_dispatch_end();
 	starpu_task_wait_for_all();
+	if (b->opts->verbose && nlanes > 1) {
+		if (!b->cpu_lane_ok)
+			fprintf(stderr, "[starpipe] cpu lane: no item (a stage cannot run on CPUs)\n");
+		sp__route_describe(&b->route, stderr);
+	}
+	sp__route_free(&b->route);
 	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = NULL;
 	starpu_pthread_mutex_unlock(&cur_lock);

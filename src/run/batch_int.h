@@ -8,6 +8,7 @@
 
 #include "fsutil.h"
 #include "item.h"
+#include "lanes.h"
 #include "json.h"
 #include "run.h"
 
@@ -39,8 +40,28 @@ struct sp_item {
 	sp_outset_t out; /* their temporaries, while the item runs */
 	_Atomic int state;
 	double seconds;
+	int lane; /* the lane that runs it (lanes.h); -1 before it is handed to one */
 };
 
+
+/* route.c: which lane takes the next item (under lock). */
+struct sp_route {
+	starpu_pthread_mutex_t lock;
+	int nlanes;
+	size_t left;                  /* items not yet handed out (this process's count) */
+	size_t drivers[SP_MAX_LANES]; /* driver threads of each lane */
+	size_t taken[SP_MAX_LANES], declined[SP_MAX_LANES], done[SP_MAX_LANES];
+	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times */
+};
+void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes);
+void sp__route_free(struct sp_route *r);
+/* Whether a driver of lane takes the next item (counted: the items left
+ * are this process's to count; 0 under MPI); counts it as handed out. */
+int sp__route_take(struct sp_route *r, int lane, int counted);
+/* An item of lane ended after seconds. */
+void sp__route_done(struct sp_route *r, int lane, double seconds);
+/* The -v lines: each lane's drivers, items and mean item time. */
+void sp__route_describe(const struct sp_route *r, FILE *f);
 
 struct sp_batch {
 	const sp_graph_t *g;
@@ -64,6 +85,8 @@ struct sp_batch {
 	starpu_pthread_mutex_t shared_lock;
 	unsigned char *shared_ran; /* [nstages] */
 	sp_value_t **shared_values; /* value_slot() layout */
+	struct sp_route route;      /* the lanes' share of the items */
+	int cpu_lane_ok;            /* every stage can run on CPUs: the CPU lane may take items */
 };
 
 /* plan.c: an item's planned outputs, collisions between items, temporaries

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "batch_int.h"
+#include "lanes.h"
 #include "runtime.h"
 #include "sched_hp.h"
 
@@ -44,7 +45,10 @@ sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const c
 		n->ctx.where = STARPU_CPU;
 	else if (stage->where == SP_IMPL_CUDA)
 		n->ctx.where = STARPU_CUDA;
-	if (sp_runtime_heteroprio())
+	n->ctx.sched_ctx = sp_runtime_lane_ctx(item->lane);
+	/* heteroprio's buckets order the GPU lane's tasks; the CPU lane's
+	 * scheduler (lws) keeps the stages' own priorities */
+	if (sp_runtime_heteroprio() && item->lane <= 0)
 		n->ctx.priority = sp_hp_bucket(kernel, n->ctx.where);
 	starpu_pthread_mutex_lock(&item->lock);
 	n->next = item->ctxs;
@@ -169,14 +173,15 @@ void sp_item_report_num(sp_item_t *item, const char *key, double value)
 	starpu_pthread_mutex_unlock(&item->lock);
 }
 
-unsigned sp_item_nworkers(void)
+unsigned sp_item_nworkers(const sp_item_t *item)
 {
-	return starpu_worker_get_count();
+	const int lane = item != NULL ? item->lane : -1;
+	return sp_runtime_lane_ncpu(lane) + sp_runtime_lane_ncuda(lane);
 }
 
-unsigned sp_item_ncuda_workers(void)
+unsigned sp_item_ncuda_workers(const sp_item_t *item)
 {
-	return starpu_worker_get_count_by_type(STARPU_CUDA_WORKER);
+	return sp_runtime_lane_ncuda(item != NULL ? item->lane : -1);
 }
 
 /* The buffers handed back: the most recent last.  A miss (no buffer of the

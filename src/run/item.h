@@ -85,6 +85,7 @@ typedef struct sp_taskctx {
 	int stage_index;
 	int priority;
 	int32_t where; /* StarPU worker mask of the stage's `where:`; -1: the codelet's */
+	unsigned sched_ctx; /* the StarPU context of the item's lane (lanes.h) */
 	atomic_int pending; /* tasks submitted whose completion callback has not returned */
 } sp_taskctx_t;
 
@@ -164,7 +165,8 @@ void sp__task_done_cb(void *arg);
 #define SP__TASK_ARGS(ctx)                                                  \
 	STARPU_CALLBACK_WITH_ARG_NFREE, sp__task_done_cb, (void *)(ctx),     \
 		STARPU_NAME, (ctx)->kernel, STARPU_PRIORITY, (ctx)->priority,    \
-		STARPU_EXECUTE_WHERE, (unsigned long long)(long long)(ctx)->where
+		STARPU_EXECUTE_WHERE, (unsigned long long)(long long)(ctx)->where, \
+		STARPU_SCHED_CTX, (ctx)->sched_ctx
 
 /*
  * One way to define a codelet: its history-based performance model (symbol
@@ -272,10 +274,14 @@ void sp_item_report_num(sp_item_t *item, const char *key, double value);
  * "retrain_attempts" (APPLE's retraining), as in the real run's report. */
 long sp_sim_count(const char *name, long def);
 
-/* Number of CPU and CUDA workers of the session, for task splitting. */
-unsigned sp_item_nworkers(void);
+/* Number of CPU and CUDA workers that run item's tasks, for task
+ * splitting: its lane's (lanes.h: the CPU lane has no CUDA worker, so an
+ * item there is planned in the CPU's shape); item NULL, or an item not yet
+ * handed to a lane (a memory estimate): the whole session's. */
+unsigned sp_item_nworkers(const sp_item_t *item);
 
-/* Number of CUDA workers of the session (0 in a CPU-only build or run). */
-unsigned sp_item_ncuda_workers(void);
+/* Number of CUDA workers that run item's tasks (as above; 0 in a CPU-only
+ * build or run, and in the CPU lane). */
+unsigned sp_item_ncuda_workers(const sp_item_t *item);
 
 #endif /* SP_ITEM_H */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "batch_int.h"
+#include "lanes.h"
 #include "cluster.h"
 
 const char *sp__item_state_name(int s)
@@ -31,6 +32,8 @@ void sp__item_json(sp_json_t *j, sp_item_t *it, int rank)
 		sp_json_kv_str(j, "error", it->status.err.msg);
 	if (st == IT_OK || st == IT_FAILED || st == IT_CANCELLED)
 		sp_json_kv_num(j, "seconds", it->seconds);
+	if (sp_runtime_nlanes() > 1 && it->lane >= 0)
+		sp_json_kv_str(j, "lane", sp_runtime_lane_name(it->lane));
 	for (size_t k = 0; k < it->nreport; k++)
 		sp_json_kv_num(j, it->report[k].key, it->report[k].value);
 	sp_json_end_object(j);

@@ -13,6 +13,7 @@
 #include "bound.h"
 #include "fsutil.h"
 #include "json.h"
+#include "lanes.h"
 #include "runtime.h"
 #include "runtime_int.h"
 #include "sim_host.h"
@@ -369,6 +370,19 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_kv_int(j, "cuda_workers", n[1]);
 	if (sp__rt.cap_note[0] != '\0')
 		sp_json_kv_str(j, "cpu_cap_warning", sp__rt.cap_note);
+	if (sp_runtime_nlanes() > 1) { /* items_detail names each item's lane */
+		sp_json_key(j, "lanes");
+		sp_json_begin_array(j);
+		for (int l = 0; l < sp_runtime_nlanes(); l++) {
+			sp_json_begin_object(j);
+			sp_json_kv_str(j, "name", sp_runtime_lane_name(l));
+			sp_json_kv_int(j, "cpu_workers", sp_runtime_lane_ncpu(l));
+			sp_json_kv_int(j, "cuda_workers", sp_runtime_lane_ncuda(l));
+			sp_json_kv_str(j, "scheduler", l == 0 ? sp__rt.sched : "lws");
+			sp_json_end_object(j);
+		}
+		sp_json_end_array(j);
+	}
 	/* this process's (rank 0's under MPI; every rank's under cluster) */
 	sp_json_kv_str(j, "node_type", sp__rt.node_type);
 	sp_json_key(j, "perfmodels");

@@ -370,6 +370,10 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		return ret;
 	if ((ret = after_init(c, err)) != 0)
 		return ret;
+	if ((ret = sp__lanes_start(c->lanes, c->cpu_lane, err)) != 0) {
+		starpu_shutdown();
+		return ret;
+	}
 	session_begin(c);
 	return 0;
 }
@@ -462,6 +466,7 @@ void sp_runtime_shutdown(void)
 		shutdown_hooks[i]();
 	nshutdown_hooks = 0;
 	(void)sp_scratch_drain(); /* no task runs now */
+	sp__lanes_stop();
 #ifdef SP_HAVE_CUDA
 	sp_cuda_handles_shutdown();
 #endif

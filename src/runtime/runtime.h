@@ -29,6 +29,8 @@ typedef struct sp_runtime_conf {
 	double progress_period;    /* seconds between lines; 0: 0.5 on a terminal, 10 otherwise */
 	int trace;                 /* record per-task records for a trace */
 	int bound;                 /* record tasks and dependencies for the lower bounds */
+	int lanes;                 /* SP_LANES_* (lanes.h) */
+	int cpu_lane;              /* CPU workers of the CPU lane; -1: the default split */
 	int cpu_first, cpu_count;  /* cpu_count > 0: CPU workers bound to cores cpu_first ..
 				    * cpu_first + cpu_count - 1 (MPI ranks sharing a node),
 				    * and ncpus -1 means cpu_count */

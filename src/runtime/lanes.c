@@ -1,0 +1,122 @@
+/* Lanes: the node split into a GPU lane (StarPU's initial context: every
+ * worker, the session's scheduler) and a CPU lane (a scheduling context of
+ * CPU workers under lws), each item run whole in one of them (lanes.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "lanes.h"
+#include "runtime.h"
+#include "runtime_int.h"
+
+/*
+ * DESIGN.  The GPU lane is StarPU's initial context, unchanged: every
+ * worker, the session's scheduler (heteroprio on a GPU node).  The CPU
+ * lane is one more context holding the last k CPU workers, under lws.  A
+ * worker may belong to several contexts (StarPU 1.3 keeps the CPU lane's
+ * workers in the initial one too), so the GPU lane's CPU-only stages
+ * (reads, stitches, writes) still use every core, and a batch whose CPU
+ * lane takes no item runs exactly as without lanes: that is what keeps a
+ * pipeline whose cores are worth little beside the GPU no slower.  Each
+ * task names its lane's context (SP__TASK_ARGS, item.h), so the CPU
+ * lane's tasks only ever run on its own workers, in the CPU's plan
+ * (sp_item_ncuda_workers() is 0 there).
+ */
+
+/* StarPU's initial context: id 0 (STARPU_GLOBAL_SCHED_CTX, which 1.3's
+ * public headers do not define). */
+#define SP_INITIAL_CTX 0u
+
+static struct {
+	int n;                     /* 1: no lanes (the initial context only) */
+	unsigned ctx[SP_MAX_LANES]; /* StarPU context ids */
+	unsigned ncpu[SP_MAX_LANES], ncuda[SP_MAX_LANES];
+	char why[160];             /* lanes asked for but not made: the reason */
+} lanes = { .n = 1 };
+
+/* The CPU lane's size: cpu_lane when given, else all CPU workers but two
+ * per GPU (the cores that feed it: reads, stitches, writes, the item
+ * drivers) on a GPU node, else half of them. */
+static int cpu_lane_size(int cpu_lane, unsigned ncpu, unsigned ngpus)
+{
+	if (cpu_lane >= 0)
+		return cpu_lane;
+	return ngpus > 0 ? (int)ncpu - 2 * (int)ngpus : (int)ncpu / 2;
+}
+
+int sp__lanes_start(int mode, int cpu_lane, sp_err_t *err)
+{
+	int ids[STARPU_NMAXWORKERS];
+	const unsigned ncpu = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
+
+	lanes.n = 1;
+	lanes.ctx[0] = SP_INITIAL_CTX;
+	lanes.ncpu[0] = ncpu;
+	lanes.ncuda[0] = starpu_cuda_worker_get_count();
+	lanes.why[0] = '\0';
+	if (mode != SP_LANES_ON)
+		return 0; /* auto: one lane until the models say a CPU lane pays (doc/scheduling.md) */
+	const int k = cpu_lane_size(cpu_lane, ncpu, sp_runtime_ngpus());
+	if (k < 1 || k >= (int)ncpu) {
+		snprintf(lanes.why, sizeof lanes.why,
+			 "no CPU lane: %d of %u CPU workers would leave %s", k, ncpu,
+			 k < 1 ? "it empty" : "the GPU lane no core of its own");
+		return 0;
+	}
+	const unsigned ctx = starpu_sched_ctx_create(ids + ncpu - (unsigned)k, k, "cpu-lane",
+						     STARPU_SCHED_CTX_POLICY_NAME, "lws", 0);
+	if (ctx >= STARPU_NMAX_SCHED_CTXS)
+		return sp_seterr(err, SP_ESTARPU, "StarPU could not make the CPU lane's context");
+	lanes.n = 2;
+	lanes.ctx[1] = ctx;
+	lanes.ncpu[1] = (unsigned)k;
+	lanes.ncuda[1] = 0;
+	return 0;
+}
+
+void sp__lanes_stop(void)
+{
+	/* every task has ended (sp_runtime_shutdown): the workers go back to
+	 * the initial context */
+	for (int l = 1; l < lanes.n; l++)
+		starpu_sched_ctx_delete(lanes.ctx[l]);
+	lanes.n = 1;
+}
+
+int sp_runtime_nlanes(void) { return lanes.n; }
+
+unsigned sp_runtime_lane_ctx(int lane)
+{
+	return lane > 0 && lane < lanes.n ? lanes.ctx[lane] : SP_INITIAL_CTX;
+}
+
+unsigned sp_runtime_lane_ncpu(int lane)
+{
+	return lane >= 0 && lane < lanes.n ? lanes.ncpu[lane] : starpu_cpu_worker_get_count();
+}
+
+unsigned sp_runtime_lane_ncuda(int lane)
+{
+	return lane >= 0 && lane < lanes.n ? lanes.ncuda[lane] : starpu_cuda_worker_get_count();
+}
+
+const char *sp_runtime_lane_name(int lane)
+{
+	if (lanes.n == 1)
+		return "node";
+	return lane == 0 ? (lanes.ncuda[0] > 0 ? "gpu" : "main") : "cpu";
+}
+
+void sp_runtime_lanes_describe(FILE *f)
+{
+	if (lanes.n == 1) {
+		if (lanes.why[0] != '\0')
+			fprintf(f, "[starpipe] lanes: %s\n", lanes.why);
+		return;
+	}
+	fprintf(f, "[starpipe] lanes: %s lane: %u CPU + %u CUDA workers (%s); cpu lane: the last %u "
+		   "CPU workers (lws), which the %s lane's tasks may use too\n",
+		sp_runtime_lane_name(0), lanes.ncpu[0], lanes.ncuda[0], sp__rt.sched, lanes.ncpu[1],
+		sp_runtime_lane_name(0));
+}
