@@ -1,5 +1,5 @@
 /* The lanes' router (src/run/route.c): the CPU lane's probes, then its rule
- * t1 < R / r0, against figures worked out by hand. */
+ * t1 < R / r0, against figures worked out by hand (ROUTE_PROBE_ITEMS 1). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,19 +10,20 @@
 
 #include "batch_int.h"
 
-/* GPU lane: 4 drivers; CPU lane: 2.  Probes need 4 items per driver left. */
+/* GPU lane: 4 drivers; CPU lane: 2.  Probes need an item per driver left. */
 static void test_probe_needs_items(void **state)
 {
 	(void)state;
 	struct sp_route r;
 	const size_t drv[2] = { 4, 2 };
-	sp__route_init(&r, 24, drv, 2);
-	assert_true(sp__route_take(&r, 1, 1)); /* 24 >= 4 x 6: a probe */
-	assert_int_equal(r.left, 23);
-	assert_false(sp__route_take(&r, 1, 1)); /* 23 < 24 */
-	assert_int_equal(r.left, 23);            /* refused: not handed out */
+	sp__route_init(&r, 7, drv, 2);
+	assert_true(sp__route_take(&r, 1, 1)); /* 7 >= 6: a probe */
+	assert_int_equal(r.left, 6);
+	assert_true(sp__route_take(&r, 1, 1)); /* 6 >= 6: the other driver's */
+	assert_false(sp__route_take(&r, 1, 1)); /* 5 < 6 */
+	assert_int_equal(r.left, 5);            /* refused: not handed out */
 	assert_true(sp__route_take(&r, 0, 1));   /* the GPU lane always takes */
-	assert_int_equal(r.left, 22);
+	assert_int_equal(r.left, 4);
 	sp__route_free(&r);
 }
 

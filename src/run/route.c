@@ -18,12 +18,13 @@
  * lane slower than it was loses items at once.  Before the CPU lane has
  * ended an item its time is unknown: its drivers' first items are probes,
  * taken only while at least ROUTE_PROBE_ITEMS items per driver (of every
- * lane) remain, so that slow probes cannot set a short batch's end.  A
+ * lane) remain, so that a batch too short to keep every driver busy is
+ * left to the GPU lane.  A
  * driver that is refused ends: the rule only tightens as items run out.  Under MPI the items left are
  * rank 0's to count; a rank's CPU lane then takes what it asks for.
  */
 
-#define ROUTE_PROBE_ITEMS 4
+#define ROUTE_PROBE_ITEMS 1
 
 void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes)
 {
