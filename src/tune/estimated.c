@@ -1,4 +1,4 @@
-/* Models estimated by tools/sim-node, flagged ESTIMATED in `starpipe models` (sp_tune_flag_estimated, tune.h). */
+/* Models estimated by tools/sim-node or tools/fit-cpu-models, flagged ESTIMATED in `starpipe models` (sp_tune_flag_estimated, tune.h). */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -103,11 +103,19 @@ void sp_tune_flag_estimated(const char *listing, FILE *out)
 			/* the listing rounds the mean to the microsecond */
 			int same = n == hit->n && fabs(ms * 1e3 - hit->mean_us) <= 0.5 + 1e-6 * hit->mean_us;
 			const char *sep = len >= 2 && p[len - 1] == ' ' && p[len - 2] == ' ' ? "" : "; ";
+			/* an origin that names its tool ("tools/fit-cpu-models: ...")
+			 * is printed as it is; sim-node's do not */
+			const int named = strncmp(hit->origin, "tools/", 6) == 0;
+			char tool[64];
+			snprintf(tool, sizeof tool, "%.*s",
+				 named ? (int)strcspn(hit->origin, ":") : (int)strlen("tools/sim-node"),
+				 named ? hit->origin : "tools/sim-node");
 			if (same)
-				fprintf(out, "%sESTIMATED by tools/sim-node: %s", sep, hit->origin);
+				fprintf(out, "%sESTIMATED by %s%s", sep, named ? "" : "tools/sim-node: ",
+					hit->origin);
 			else if (n > hit->n)
-				fprintf(out, "%sESTIMATED in part: calibrated since, but may keep tools/sim-node's "
-					"%lu samples (--calibrate 2 drops them)", sep, hit->n);
+				fprintf(out, "%sESTIMATED in part: calibrated since, but may keep %s's "
+					"%lu samples (--calibrate 2 drops them)", sep, tool, hit->n);
 			nflag += same || n > hit->n;
 		}
 		p += len;
@@ -115,7 +123,7 @@ void sp_tune_flag_estimated(const char *listing, FILE *out)
 			fputc(*p++, out);
 	}
 	if (nflag > 0)
-		fprintf(out, "# %zu entr%s ESTIMATED by tools/sim-node for %s, not measured there "
+		fprintf(out, "# %zu entr%s ESTIMATED (tools/sim-node, tools/fit-cpu-models) for %s, not measured there "
 			"(%s/starpipe-estimated.tsv): calibrate on that node to replace them\n",
 			nflag, nflag > 1 ? "ies" : "y", host, dir);
 	free(e);
