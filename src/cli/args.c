@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cpuisa.h"
@@ -54,6 +55,8 @@ const char cli_usage_text[] =
 	"      --lanes auto|off|on  on: a CPU lane beside the GPU lane, each item run whole\n"
 	"                           in one, in its own plan (auto: one lane for now)\n"
 	"      --cpu-lane N         CPU workers of the CPU lane (-1: all but 2 per GPU)\n"
+	"      --cores FIRST-LAST   bind this process's CPU workers to cores FIRST..LAST (MPI\n"
+	"                           ranks sharing a node, one per device set: doc/cluster.md)\n"
 	"      --perfmodel-dir DIR  folder of StarPU performance models\n"
 	"                           (default: $XDG_CACHE_HOME/starpipe/perfmodels)\n"
 	"      --calibrate N        0: use models, 1: calibrate, 2: recalibrate from scratch\n"
@@ -98,6 +101,7 @@ enum {
 	OPT_WPG,
 	OPT_LANES,
 	OPT_CPU_LANE,
+	OPT_CORES,
 	OPT_PMDIR,
 	OPT_CALIB,
 	OPT_INFLIGHT,
@@ -166,6 +170,7 @@ static const struct option lo[] = {
 	{ "workers-per-gpu", required_argument, NULL, OPT_WPG },
 	{ "lanes", required_argument, NULL, OPT_LANES },
 	{ "cpu-lane", required_argument, NULL, OPT_CPU_LANE },
+	{ "cores", required_argument, NULL, OPT_CORES },
 	{ "perfmodel-dir", required_argument, NULL, OPT_PMDIR },
 	{ "calibrate", required_argument, NULL, OPT_CALIB },
 	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
@@ -298,6 +303,21 @@ static int opt_shard(struct cli *c, const char *arg)
 	return 0;
 }
 
+static int opt_cores(struct cli *c, const char *arg)
+{
+	char *dash, *end;
+	const long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+	c->core_first = strtol(arg, &dash, 10);
+	if (dash == arg || *dash != '-' ||
+	    (c->core_last = strtol(dash + 1, &end, 10), end == dash + 1 || *end != '\0') ||
+	    c->core_first < 0 || c->core_last < c->core_first || c->core_last >= ncores) {
+		c->core_last = -1;
+		return cli_usage_error("--cores expects FIRST-LAST with 0 <= FIRST <= LAST < the "
+				       "number of this node's cores, got '%s'", arg);
+	}
+	return 0;
+}
+
 static int opt_memory_limit(struct cli *c, const char *arg)
 {
 	static const sp_param_spec_t spec = { "memory-limit", SP_PT_SIZE, "", 1, 1e18, NULL, NULL, 0 };
@@ -334,6 +354,7 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_WPG: return set_rt(c, SP_RT_WORKERS_PER_GPU, arg, "--workers-per-gpu");
 	case OPT_LANES: return set_rt(c, SP_RT_LANES, arg, "--lanes");
 	case OPT_CPU_LANE: return set_rt(c, SP_RT_CPU_LANE, arg, "--cpu-lane");
+	case OPT_CORES: return opt_cores(c, arg);
 	case OPT_PMDIR: return set_rt(c, SP_RT_PERFMODEL_DIR, arg, "--perfmodel-dir");
 	case OPT_CALIB: return set_rt(c, SP_RT_CALIBRATE, arg, "--calibrate");
 	case OPT_INFLIGHT: return opt_long("inflight", arg, 1, 64, &c->inflight);
@@ -389,6 +410,7 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 	int o, r;
 
 	c->inflight = 0; /* 0: sp_run() decides from the workers */
+	c->core_last = -1; /* no --cores */
 	while ((o = getopt_long(argc, argv, SHORT_OPTS, lo, NULL)) != -1)
 		if ((r = parse_option(c, o, optarg)) != 0)
 			return r;

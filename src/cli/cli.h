@@ -29,6 +29,7 @@ struct cli {
 	int skip_existing;
 	unsigned long long memory_limit;
 	long shard_i, shard_k; /* --shard I/K; K = 0: all items */
+	long core_first, core_last; /* --cores FIRST-LAST; core_last < 0: not given */
 	char **items; /* work items given after the graph (run only) */
 	size_t nitems;
 	long inflight;

@@ -348,7 +348,12 @@ static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runt
 	conf->bound = c->figures != NULL;
 	int lrank, lsize;
 	sp_cluster_local(&lrank, &lsize);
-	if (lsize > 1) {
+	if (c->core_last >= 0) {
+		/* --cores: this process's cores, as asked (ranks with different
+		 * devices take different shares: doc/cluster.md) */
+		conf->cpu_first = (int)c->core_first;
+		conf->cpu_count = (int)(c->core_last - c->core_first + 1);
+	} else if (lsize > 1) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		if (cores < 1)
 			cores = 1;
