@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,8 +306,15 @@ static void *driver_main(void *arg)
 	const struct driver *d = arg;
 	struct sp_batch *b = d->b;
 	for (;;) {
-		/* a CPU lane's driver asks the router first (route.c) */
-		if (!sp__route_take(&b->route, d->lane, !b->lazy_plan))
+		/* a CPU lane's driver asks the router first (route.c); the
+		 * prior is NAN before any item has ended (a wait) */
+		int take;
+		while ((take = sp__route_take(&b->route, d->lane, !b->lazy_plan,
+					      d->lane > 0 ? sp_runtime_cpu_lane_prior_s() : NAN,
+					      sp_now_s())) < 0 &&
+		       !batch_stopped())
+			starpu_usleep(20000); /* SimGrid's clock under starpipe-sim */
+		if (take <= 0)
 			break;
 		/* nothing when interrupted: no new item */
 		size_t i = sp_dispatch_next();
@@ -474,7 +482,7 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	const int nlanes = sp_runtime_nlanes();
 	if (nlanes > 1 && b->cpu_lane_ok)
 		drivers[1] = CPU_LANE_DRIVERS;
-	sp__route_init(&b->route, pending, drivers, nlanes);
+	sp__route_init(&b->route, pending, drivers, nlanes, sp_now_s());
 	size_t n = 0;
 	drv[0] = (struct driver){ b, 0 }; /* the caller's own, when no thread starts */
 	for (int l = 0; l < nlanes; l++)

@@ -52,12 +52,18 @@ struct sp_route {
 	size_t drivers[SP_MAX_LANES]; /* driver threads of each lane */
 	size_t taken[SP_MAX_LANES], declined[SP_MAX_LANES], done[SP_MAX_LANES];
 	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times */
+	double t0_s;                  /* when the batch began (sp_now_s()) */
+	double refused_t1[SP_MAX_LANES], refused_rest[SP_MAX_LANES]; /* the last refusal's figures */
 };
-void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes);
+void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes,
+		    double now_s);
 void sp__route_free(struct sp_route *r);
-/* Whether a driver of lane takes the next item (counted: the items left
- * are this process's to count; 0 under MPI); counts it as handed out. */
-int sp__route_take(struct sp_route *r, int lane, int counted);
+/* Whether a driver of lane takes the next item: 1 (counted as handed
+ * out), 0 (the driver ends) or -1 (ask again once an item has ended).
+ * counted: the items left are this process's to count (0 under MPI);
+ * prior_s: the CPU lane's item time before it has run one, or NAN;
+ * now_s: sp_now_s(). */
+int sp__route_take(struct sp_route *r, int lane, int counted, double prior_s, double now_s);
 /* An item of lane ended after seconds. */
 void sp__route_done(struct sp_route *r, int lane, double seconds);
 /* The -v lines: each lane's drivers, items and mean item time. */

@@ -1,6 +1,8 @@
 /* Lanes: the node split into a GPU lane (StarPU's initial context: every
  * worker, the session's scheduler) and a CPU lane (a scheduling context of
  * CPU workers under lws), each item run whole in one of them (lanes.h). */
+#include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +11,7 @@
 #include "lanes.h"
 #include "runtime.h"
 #include "runtime_int.h"
+#include "sched_hp.h"
 
 /*
  * DESIGN.  The GPU lane is StarPU's initial context, unchanged: every
@@ -82,6 +85,23 @@ void sp__lanes_stop(void)
 	for (int l = 1; l < lanes.n; l++)
 		starpu_sched_ctx_delete(lanes.ctx[l]);
 	lanes.n = 1;
+}
+
+double sp_runtime_cpu_lane_prior_s(void)
+{
+	if (lanes.n < 2)
+		return NAN;
+	double core_us = 0.0;
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nk; i++) {
+		const struct sp__kstat *k = &sp__rt.k[i];
+		core_us += k->busy_us[0];
+		if (k->busy_us[1] > 0.0)
+			core_us += k->busy_us[1] * sp_hp_ratio(k->kernel);
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	const size_t done = atomic_load(&sp__rt.items_done);
+	return done > 0 ? 1e-6 * core_us / (double)done / (double)lanes.ncpu[1] : NAN;
 }
 
 int sp_runtime_nlanes(void) { return lanes.n; }

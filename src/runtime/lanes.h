@@ -22,6 +22,13 @@ unsigned sp_runtime_lane_ctx(int lane);
 /* The CPU / CUDA workers of lane; lane -1: the whole session's. */
 unsigned sp_runtime_lane_ncpu(int lane);
 unsigned sp_runtime_lane_ncuda(int lane);
+/* The CPU lane's time for an item, before it has run one: the core-seconds
+ * the items done so far took (their CUDA time times each codelet's CPU/GPU
+ * ratio, sp_hp_ratio(), plus their CPU time) per item, over the CPU lane's
+ * workers; NAN before any item has ended, or without a CPU lane.  An
+ * overestimate: the CPU lane's own plan is faster on a core than the GPU
+ * lane's tasks, which the ratios describe. */
+double sp_runtime_cpu_lane_prior_s(void);
 /* "gpu", "main" (lane 0 of a CPU-only node), "cpu", or "node" without lanes. */
 const char *sp_runtime_lane_name(int lane);
 /* The -v line: each lane's workers and policy, or why lanes asked for were

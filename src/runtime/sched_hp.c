@@ -260,6 +260,15 @@ void sp_hp_init_cb(unsigned ctx)
 		}
 }
 
+double sp_hp_ratio(const char *kernel)
+{
+	for (int i = 1; i < hp.n; i++)
+		if (strcmp(hp.b[i].symbol, kernel) == 0 && !isnan(hp.b[i].ratio))
+			return hp.b[i].ratio;
+	const double r = model_ratio(kernel);
+	return isnan(r) ? SP_HP_RATIO_UNKNOWN : r;
+}
+
 int sp_hp_bucket(const char *kernel, int32_t where)
 {
 	unsigned a = codelet_archs(kernel);

@@ -57,6 +57,11 @@ void sp_hp_init_cb(unsigned sched_ctx_id);
  * the codelet's own). */
 int sp_hp_bucket(const char *kernel, int32_t where);
 
+/* A codelet's CPU/GPU time ratio: its bucket's, else its history model's,
+ * else the ratio assumed without models (the smallest measured on a GPU
+ * node). */
+double sp_hp_ratio(const char *kernel);
+
 /* Prints the graph's buckets (symbol, archs, CPU/GPU ratio, slow factor):
  * starpipe run -v on a GPU node. */
 void sp_hp_describe(FILE *f);
