@@ -16,17 +16,10 @@
 
 /* ----------------------------------------------------- raw pre-scan */
 
-/* Integer keywords that CFITSIO converts itself when it reads a header
- * (structure, tables, tile compression): exact names, and names followed
- * by an index. */
-static int cfitsio_int_key(const char *key)
+/* Whether key is one of exact[] or one of indexed[] followed by digits
+ * (both NULL-terminated). */
+static int key_in(const char *key, const char *const *exact, const char *const *indexed)
 {
-	static const char *const exact[] = { "BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "TFIELDS",
-					     "THEAP", "BLANK", "EXTVER", "EXTLEVEL", "ZBITPIX",
-					     "ZNAXIS", "ZBLANK", "ZPCOUNT", "ZGCOUNT", "ZTHEAP",
-					     "ZDITHER0", NULL };
-	static const char *const indexed[] = { "NAXIS", "TBCOL", "TNULL", "ZNAXIS", "ZTILE",
-					       "ZVAL", NULL };
 	for (int k = 0; exact[k] != NULL; k++)
 		if (strcmp(key, exact[k]) == 0)
 			return 1;
@@ -39,21 +32,26 @@ static int cfitsio_int_key(const char *key)
 	return 0;
 }
 
+/* Integer keywords that CFITSIO converts itself when it reads a header
+ * (structure, tables, tile compression): exact names, and names followed
+ * by an index. */
+static int cfitsio_int_key(const char *key)
+{
+	static const char *const exact[] = { "BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "TFIELDS",
+					     "THEAP", "BLANK", "EXTVER", "EXTLEVEL", "ZBITPIX",
+					     "ZNAXIS", "ZBLANK", "ZPCOUNT", "ZGCOUNT", "ZTHEAP",
+					     "ZDITHER0", NULL };
+	static const char *const indexed[] = { "NAXIS", "TBCOL", "TNULL", "ZNAXIS", "ZTILE",
+					       "ZVAL", NULL };
+	return key_in(key, exact, indexed);
+}
+
 /* Real keywords CFITSIO converts itself (scaling). */
 static int cfitsio_real_key(const char *key)
 {
 	static const char *const exact[] = { "BSCALE", "BZERO", "ZSCALE", "ZZERO", NULL };
 	static const char *const indexed[] = { "TSCAL", "TZERO", NULL };
-	for (int k = 0; exact[k] != NULL; k++)
-		if (strcmp(key, exact[k]) == 0)
-			return 1;
-	for (int k = 0; indexed[k] != NULL; k++) {
-		size_t n = strlen(indexed[k]);
-		if (strncmp(key, indexed[k], n) == 0 && key[n] != '\0' &&
-		    strspn(key + n, "0123456789") == strlen(key + n))
-			return 1;
-	}
-	return 0;
+	return key_in(key, exact, indexed);
 }
 
 /* Is text an integer (sign and digits only)? */

@@ -448,6 +448,28 @@ static int put_scores(fitsfile *out, const frame_scores_t *sc, int nspec, int *s
 	return write_chksum(out, status);
 }
 
+/* The end of a write into the temporary file out: closed when the steps
+ * went well (failed 0), and then 0; else, or when the close fails, what
+ * failed (the step) and CFITSIO's status into err, out deleted unless it
+ * could not be closed, CFITSIO's message stack cleared, and SP_EIO. */
+static int end_output(fitsfile *out, const char *path, const char *what, int status, int failed,
+		      sp_err_t *err)
+{
+	if (!failed) {
+		if (fits_close_file(out, &status) == 0)
+			return 0;
+		what = "cannot close the temporary file";
+		out = NULL;
+	}
+	int rc = desi_fits_fail(err, SP_EIO, path, what, status);
+	if (out != NULL) {
+		int st = 0;
+		fits_delete_file(out, &st);
+	}
+	fits_clear_errmsg();
+	return rc;
+}
+
 int desi_frame_write(const char *path, const desi_frame_t *fr, const char *image_path,
 		     sp_err_t *err)
 {
@@ -563,21 +585,11 @@ int desi_frame_write_into(const char *tmp, const char *path, const desi_frame_t 
 	what = "cannot write SCORES";
 	if (fr->scores && put_scores(out, &sc, fr->nspec, &status) != 0)
 		goto fail;
-	what = "cannot close the temporary file";
-	if (fits_close_file(out, &status) != 0) {
-		out = NULL;
-		goto fail;
-	}
-	rc = 0;
+	rc = end_output(out, path, what, status, 0, err);
 	goto out;
 
 fail:
-	rc = desi_fits_fail(err, SP_EIO, path, what, status);
-	if (out != NULL) {
-		int st = 0;
-		fits_delete_file(out, &st);
-	}
-	fits_clear_errmsg();
+	rc = end_output(out, path, what, status, 1, err);
 out:
 	if (fm != in)
 		desi_fits_close(&fm);
@@ -638,21 +650,11 @@ int desi_model_write_into(const char *tmp, const char *path, const desi_model_t 
 			   "core; residual = IMAGE - MODEL.", &status);
 	if (status != 0 || write_chksum_known(out, dsum, &status) != 0)
 		goto fail;
-	what = "cannot close the temporary file";
-	if (fits_close_file(out, &status) != 0) {
-		out = NULL;
-		goto fail;
-	}
-	rc = 0;
+	rc = end_output(out, path, what, status, 0, err);
 	goto out;
 
 fail:
-	rc = desi_fits_fail(err, SP_EIO, path, what, status);
-	if (out != NULL) {
-		int st = 0;
-		fits_delete_file(out, &st);
-	}
-	fits_clear_errmsg();
+	rc = end_output(out, path, what, status, 1, err);
 out:
 	desi_fits_close(&in);
 	return rc;
