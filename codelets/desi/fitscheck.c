@@ -1,9 +1,9 @@
-/* DESI FITS inputs checked before CFITSIO parses them: every header
- * pre-scanned on its raw bytes, and every RICE tile stream walked for its
- * length (fitskey.h's DESIGN says why). */
+/* DESI FITS inputs opened safely (desi_fits_open, fitskey.h): plain disk
+ * files only, every header pre-scanned on its raw bytes before CFITSIO
+ * parses it, and every RICE tile stream walked for its length (fitskey.h's
+ * DESIGN says why). */
 #define _POSIX_C_SOURCE 200809L
 
-#include "fitscheck.h"
 #include "fitskey.h"
 
 #include <errno.h>
@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "fsutil.h"
 
 /* ----------------------------------------------------- raw pre-scan */
 
@@ -98,9 +100,9 @@ static int zkey_ok(const char *key, long long v)
  * (BITPIX, NAXIS, NAXISn, PCOUNT, GCOUNT) that is not a plain integer, so
  * that this scan and CFITSIO agree on where every HDU is, and tile
  * compression other than RICE_1 and GZIP (whose decoders are checked, see
- * desi__fits_check_rice()).  A header without its END card is an error here.
+ * check_rice()).  A header without its END card is an error here.
  */
-int desi__fits_prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
+static int prescan(const char *path, FILE *fp, long long size, sp_err_t *err)
 {
 	char blk[2880], val[FLEN_VALUE], key[9];
 	long long pos = 0;
@@ -396,7 +398,7 @@ static int rice_fits(const unsigned char *c, size_t nc, long long nx, int nblock
 /* Checks every RICE-compressed tile of the current HDU (a tile-compressed
  * image) with rice_fits() before CFITSIO decodes any.  Tiles stored with
  * GZIP or uncompressed are zlib's and CFITSIO's checked copies. */
-int desi__fits_check_rice(fitsfile *f, const char *path, int hdu, sp_err_t *err)
+static int check_rice(fitsfile *f, const char *path, int hdu, sp_err_t *err)
 {
 	char name[16], what[40], zname[FLEN_VALUE];
 	long znaxis = 0, zn[8], zt[8], blocksize = 32, bytepix = 4, nrows = 0, pcount = 0, v;
@@ -488,4 +490,80 @@ int desi__fits_check_rice(fitsfile *f, const char *path, int hdu, sp_err_t *err)
 	}
 	free(buf);
 	return rc;
+}
+
+/* ------------------------------------------------------------- opening */
+
+int desi_fits_open(const char *path, fitsfile **f, sp_err_t *err)
+{
+	struct stat st;
+	int status = 0, rc, nhdu = 0;
+	char what[64];
+
+	*f = NULL;
+	if ((rc = sp_check_regular(path, err)) != 0)
+		return rc;
+	if (stat(path, &st) != 0)
+		return sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+	FILE *raw = fopen(path, "rb");
+	if (raw == NULL)
+		return sp_seterr(err, SP_EIO, "%s: cannot open: %s", path, strerror(errno));
+	rc = prescan(path, raw, (long long)st.st_size, err);
+	fclose(raw);
+	if (rc != 0)
+		return rc;
+	if (fits_open_diskfile(f, path, READONLY, &status) != 0) {
+		*f = NULL;
+		return desi_fits_fail(err, SP_EFORMAT, path, "cannot open as FITS", status);
+	}
+	/* Every HDU's header, now: one CFITSIO cannot parse is an error here,
+	 * not an HDU that movnam later skips as if it were absent. */
+	while (fits_movabs_hdu(*f, nhdu + 1, NULL, &status) == 0) {
+		char zcmp[FLEN_VALUE] = "", hname[16];
+		nhdu++;
+		snprintf(hname, sizeof hname, "HDU %d", nhdu);
+		if (fits_is_compressed_image(*f, &status) &&
+		    ((rc = desi_fitskey_str(*f, path, hname, "ZCMPTYPE", zcmp, sizeof zcmp, "",
+					    err)) != 0 ||
+		     ((strcmp(zcmp, "RICE_1") == 0 || strcmp(zcmp, "RICE_ONE") == 0) &&
+		      (rc = check_rice(*f, path, nhdu, err)) != 0))) {
+			desi_fits_close(f);
+			return rc;
+		}
+	}
+	if (status != END_OF_FILE) {
+		snprintf(what, sizeof what, "HDU %d has a header CFITSIO cannot read", nhdu + 1);
+		rc = desi_fits_fail(err, SP_EFORMAT, path, what, status);
+		desi_fits_close(f);
+		return rc;
+	}
+	fits_clear_errmsg();
+	status = 0;
+	/* A truncated file otherwise shows up as a read error long after:
+	 * compare the last HDU's end with the file's size. */
+	LONGLONG start = 0, data = 0, end = 0;
+	if (nhdu > 0 &&
+	    fits_movabs_hdu(*f, nhdu, NULL, &status) == 0 &&
+	    fits_get_hduaddrll(*f, &start, &data, &end, &status) == 0 &&
+	    end > (LONGLONG)st.st_size) {
+		desi_fits_close(f);
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: truncated: HDU %d ends at byte %lld but the file has %lld "
+				 "bytes", path, nhdu, (long long)end, (long long)st.st_size);
+	}
+	status = 0;
+	fits_movabs_hdu(*f, 1, NULL, &status);
+	fits_clear_errmsg();
+	return 0;
+}
+
+void desi_fits_close(fitsfile **f)
+{
+	int status = 0;
+
+	if (f != NULL && *f != NULL)
+		fits_close_file(*f, &status);
+	fits_clear_errmsg();
+	if (f != NULL)
+		*f = NULL;
 }

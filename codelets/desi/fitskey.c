@@ -1,8 +1,8 @@
-/* DESI FITS inputs opened safely: plain disk files only, every HDU checked, header keywords parsed by us. */
+/* DESI FITS header keywords parsed by us, and CFITSIO failures said one way (the safe
+ * opening: fitscheck.c). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "fitskey.h"
-#include "fitscheck.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fsutil.h"
 
 /* errno of the system call that failed a CFITSIO write: CFITSIO keeps only
  * its own status, so a full disk or a file-size limit read "error writing
@@ -43,80 +42,6 @@ int desi_fits_fail(sp_err_t *err, int code, const char *path, const char *what, 
 	if (*msg != '\0' && strcmp(msg, txt) != 0)
 		return sp_seterr(err, code, "%s: %s: %s (%s)", path, what, txt, msg);
 	return sp_seterr(err, code, "%s: %s: %s", path, what, txt);
-}
-
-int desi_fits_open(const char *path, fitsfile **f, sp_err_t *err)
-{
-	struct stat st;
-	int status = 0, rc, nhdu = 0;
-	char what[64];
-
-	*f = NULL;
-	if ((rc = sp_check_regular(path, err)) != 0)
-		return rc;
-	if (stat(path, &st) != 0)
-		return sp_seterr(err, SP_EIO, "%s: cannot stat: %s", path, strerror(errno));
-	FILE *raw = fopen(path, "rb");
-	if (raw == NULL)
-		return sp_seterr(err, SP_EIO, "%s: cannot open: %s", path, strerror(errno));
-	rc = desi__fits_prescan(path, raw, (long long)st.st_size, err);
-	fclose(raw);
-	if (rc != 0)
-		return rc;
-	if (fits_open_diskfile(f, path, READONLY, &status) != 0) {
-		*f = NULL;
-		return desi_fits_fail(err, SP_EFORMAT, path, "cannot open as FITS", status);
-	}
-	/* Every HDU's header, now: one CFITSIO cannot parse is an error here,
-	 * not an HDU that movnam later skips as if it were absent. */
-	while (fits_movabs_hdu(*f, nhdu + 1, NULL, &status) == 0) {
-		char zcmp[FLEN_VALUE] = "", hname[16];
-		nhdu++;
-		snprintf(hname, sizeof hname, "HDU %d", nhdu);
-		if (fits_is_compressed_image(*f, &status) &&
-		    ((rc = desi_fitskey_str(*f, path, hname, "ZCMPTYPE", zcmp, sizeof zcmp, "",
-					    err)) != 0 ||
-		     ((strcmp(zcmp, "RICE_1") == 0 || strcmp(zcmp, "RICE_ONE") == 0) &&
-		      (rc = desi__fits_check_rice(*f, path, nhdu, err)) != 0))) {
-			desi_fits_close(f);
-			return rc;
-		}
-	}
-	if (status != END_OF_FILE) {
-		snprintf(what, sizeof what, "HDU %d has a header CFITSIO cannot read", nhdu + 1);
-		rc = desi_fits_fail(err, SP_EFORMAT, path, what, status);
-		desi_fits_close(f);
-		return rc;
-	}
-	fits_clear_errmsg();
-	status = 0;
-	/* A truncated file otherwise shows up as a read error long after:
-	 * compare the last HDU's end with the file's size. */
-	LONGLONG start = 0, data = 0, end = 0;
-	if (nhdu > 0 &&
-	    fits_movabs_hdu(*f, nhdu, NULL, &status) == 0 &&
-	    fits_get_hduaddrll(*f, &start, &data, &end, &status) == 0 &&
-	    end > (LONGLONG)st.st_size) {
-		desi_fits_close(f);
-		return sp_seterr(err, SP_EFORMAT,
-				 "%s: truncated: HDU %d ends at byte %lld but the file has %lld "
-				 "bytes", path, nhdu, (long long)end, (long long)st.st_size);
-	}
-	status = 0;
-	fits_movabs_hdu(*f, 1, NULL, &status);
-	fits_clear_errmsg();
-	return 0;
-}
-
-void desi_fits_close(fitsfile **f)
-{
-	int status = 0;
-
-	if (f != NULL && *f != NULL)
-		fits_close_file(*f, &status);
-	fits_clear_errmsg();
-	if (f != NULL)
-		*f = NULL;
 }
 
 /* ------------------------------------------------------------- parsing */

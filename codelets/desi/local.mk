@@ -6,7 +6,7 @@ SP_LIB_SOURCES += \
 	%D%/extract.h %D%/desi_kern.h %D%/extract_cpu.c %D%/eigh_simd.h %D%/normal_simd.h %D%/spots_simd.h %D%/extract_batch.c \
 	%D%/frame_io.h %D%/frame_io.c %D%/frame_write.c \
 	%D%/barycorr.h %D%/barycorr.c \
-	%D%/fitskey.h %D%/fitskey.c %D%/fitscheck.h %D%/fitscheck.c \
+	%D%/fitskey.h %D%/fitskey.c %D%/fitscheck.c \
 	%D%/desi_glue.h \
 	%D%/input_codelet.c \
 	%D%/desi_job.h %D%/desi_job.c \

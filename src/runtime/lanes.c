@@ -48,7 +48,7 @@ static int cpu_lane_size(int cpu_lane, unsigned ncpu, unsigned ngpus)
 	return ngpus > 0 ? (int)ncpu - 2 * (int)ngpus : (int)ncpu / 2;
 }
 
-int sp__lanes_start(int mode, int cpu_lane, sp_err_t *err)
+int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, sp_err_t *err)
 {
 	int ids[STARPU_NMAXWORKERS];
 	const unsigned ncpu = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
@@ -60,7 +60,7 @@ int sp__lanes_start(int mode, int cpu_lane, sp_err_t *err)
 	lanes.why[0] = '\0';
 	if (mode != SP_LANES_ON)
 		return 0; /* auto: one lane until the models say a CPU lane pays (doc/scheduling.md) */
-	const int k = cpu_lane_size(cpu_lane, ncpu, sp_runtime_ngpus());
+	const int k = cpu_lane_size(cpu_lane, ncpu, ngpus);
 	if (k < 1 || k >= (int)ncpu) {
 		snprintf(lanes.why, sizeof lanes.why,
 			 "no CPU lane: %d of %u CPU workers would leave %s", k, ncpu,

@@ -89,9 +89,9 @@ void sp__models_census(const struct sp_graph *g);
 
 /* lanes.c: after starpu_init, the CPU lane's context when mode (SP_LANES_*)
  * asks for one and the workers allow it (cpu_lane: its CPU workers, -1:
- * the default split); 0 or SP_ESTARPU.  Before starpu_shutdown, once every
+ * the default split, from ngpus: sp_runtime_ngpus()); 0 or SP_ESTARPU.  Before starpu_shutdown, once every
  * task has ended: the contexts deleted. */
-int sp__lanes_start(int mode, int cpu_lane, sp_err_t *err);
+int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, sp_err_t *err);
 void sp__lanes_stop(void);
 
 #endif /* SP_RUNTIME_INT_H */
