@@ -57,13 +57,13 @@ static void job_free(sp_job_t *job)
 			starpu_data_unregister(j->chunks[c].hrows);
 	for (int k = 0; j->normals != NULL && k < j->nnormals; k++)
 		if (j->normals[k] != NULL)
-			sp_data_unregister(j->normals[k]);
+			sp_item_data_unregister(j->normals[k]);
 	for (int s = 0; j->slots != NULL && s < j->nslots; s++) {
 		struct desi_slot *sl = &j->slots[s];
 		if (sl->hspots != NULL) {
-			sp_data_unregister(sl->hspots);
-			sp_data_unregister(sl->hxc);
-			sp_data_unregister(sl->hyc);
+			sp_item_data_unregister(sl->hspots);
+			sp_item_data_unregister(sl->hxc);
+			sp_item_data_unregister(sl->hyc);
 		}
 		free(sl->arg);
 	}

@@ -107,8 +107,9 @@ static int patch_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 	if (!j->chunks || !j->chunk0 || !j->normals || !j->normal_last || !j->ctx_patch)
 		return SP_ENOMEM;
 	for (int k = 0; k < j->nnormals; k++)
-		starpu_vector_data_register(&j->normals[k], -1, 0, (uint32_t)((size_t)j->chunk * per_patch),
-					    sizeof(double));
+		if (sp_item_vector_register(item, &j->normals[k], (size_t)j->chunk * per_patch,
+					    sizeof(double)) != 0)
+			return SP_ENOMEM;
 	sp_item_report_num(item, "patches", (double)j->nsubs * pl->npatch_wave);
 	return 0;
 }

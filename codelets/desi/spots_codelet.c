@@ -277,7 +277,7 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 /* Makes slot sl (its handles) and the Legendre-sum buffer if they are not
  * made yet. */
-static int slot_make(struct desi_job *j, struct desi_slot *sl)
+static int slot_make(const sp_item_t *item, struct desi_job *j, struct desi_slot *sl)
 {
 	const desi_plan_t *pl = &j->plan;
 	int sy = 2 * j->psf->hsizey + 1, sx = 2 * j->psf->hsizex + 1;
@@ -297,9 +297,15 @@ static int slot_make(struct desi_job *j, struct desi_slot *sl)
 		return 0;
 	if (sl->arg == NULL && (sl->arg = calloc(1, sizeof *sl->arg)) == NULL)
 		return -1;
-	starpu_vector_data_register(&sl->hspots, -1, 0, (uint32_t)(nspot * sy * sx), sizeof(double));
-	starpu_vector_data_register(&sl->hxc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
-	starpu_vector_data_register(&sl->hyc, -1, 0, (uint32_t)nspot, sizeof(int32_t));
+	/* where the spots task runs (the CPU lane: memory of their own) */
+	if (sp_item_vector_register(item, &sl->hspots, nspot * (size_t)(sy * sx), sizeof(double)) != 0 ||
+	    sp_item_vector_register(item, &sl->hxc, nspot, sizeof(int32_t)) != 0 ||
+	    sp_item_vector_register(item, &sl->hyc, nspot, sizeof(int32_t)) != 0) {
+		sp_item_data_unregister(sl->hspots);
+		sp_item_data_unregister(sl->hxc);
+		sl->hspots = sl->hxc = sl->hyc = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -322,7 +328,7 @@ static int spots_tile(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const 
 	struct desi_slot *sl = &j->slots[t % j->nslots];
 	int s0, ns;
 	desi_plan_bundle(pl, t, &s0, &ns);
-	if (slot_make(j, sl) != 0)
+	if (slot_make(item, j, sl) != 0)
 		return sp_status_set(sp_item_status(item), SP_ENOMEM, "%s: out of memory", j->iv->path);
 	/* after the previous bundle's spots task has read its sums */
 	starpu_data_acquire(j->hparams, STARPU_W);

@@ -329,6 +329,7 @@ static void session_conf(const struct cli *c, const sp_graph_t *g, const sp_runt
 	conf->ncuda = (int)p->ncuda;
 	conf->workers_per_gpu = (int)p->workers_per_gpu;
 	conf->lanes = p->lanes;
+	conf->pipeline = g->pipeline;
 	conf->cpu_lane = (int)p->cpu_lane;
 	conf->perfmodel_dir = p->perfmodel_dir;
 	conf->calibrate = m->writer ? (int)p->calibrate : 0;

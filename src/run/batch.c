@@ -309,24 +309,34 @@ static void *driver_main(void *arg)
 		/* a CPU lane's driver asks the router first (route.c); the
 		 * prior is NAN before any item has ended (a wait) */
 		int take;
+		size_t inflight = 1;
 		while ((take = sp__route_take(&b->route, d->lane, !b->lazy_plan,
-					      d->lane > 0 ? sp_runtime_cpu_lane_prior_s() : NAN,
-					      sp_now_s())) < 0 &&
+					      d->lane > 0 ? sp_runtime_cpu_lane_prior_s(
+								    b->lane_model.cpu_core_s)
+							  : NAN,
+					      &inflight)) < 0 &&
 		       !batch_stopped())
 			starpu_usleep(20000); /* SimGrid's clock under starpipe-sim */
 		if (take <= 0)
 			break;
 		/* nothing when interrupted: no new item */
 		size_t i = sp_dispatch_next();
-		if (i == SIZE_MAX)
+		if (i == SIZE_MAX) {
+			sp__route_release(&b->route, d->lane);
 			break;
+		}
 		if (b->lazy_plan && atomic_load(&b->state[i].state) == IT_PENDING)
 			sp__plan_item(b, &b->state[i]);
-		if (atomic_load(&b->state[i].state) != IT_PENDING)
+		if (atomic_load(&b->state[i].state) != IT_PENDING) {
+			sp__route_release(&b->route, d->lane);
 			continue; /* skipped or refused when planned */
+		}
 		b->state[i].lane = d->lane;
+		/* StarPU's clock, which starpipe-sim simulates (sp_now_s() is
+		 * the host's): the router compares the lanes' simulated times */
+		const double t0_us = starpu_timing_now();
 		run_item(b, i);
-		sp__route_done(&b->route, d->lane, b->state[i].seconds);
+		sp__route_done(&b->route, d->lane, 1e-6 * (starpu_timing_now() - t0_us), inflight);
 	}
 	return NULL;
 }
@@ -452,6 +462,40 @@ static size_t batch_select_shard(struct sp_batch *b)
 	return nmine;
 }
 
+/* What this batch measured of an item's cost in each lane, into the
+ * lanes' item model (lanes.h) that the next batch's router starts from. */
+static void record_lane_model(const struct sp_batch *b)
+{
+	unsigned ncpu[SP_MAX_LANES], ncuda[SP_MAX_LANES];
+	for (int l = 0; l < b->route.nlanes && l < SP_MAX_LANES; l++) {
+		ncpu[l] = sp_runtime_lane_ncpu(l);
+		ncuda[l] = sp_runtime_lane_ncuda(l);
+	}
+	sp_lane_model_t m;
+	sp__route_measured(&b->route, ncpu, ncuda, &m);
+	/* the CPU workers' time per GPU-lane item, where no CPU-lane item
+	 * shares it */
+	if (m.gpu_items > 0 && (b->route.nlanes < 2 || b->route.done[1] == 0)) {
+		m.gpu_feed_s = sp_runtime_cpu_busy_s() / (double)b->route.done[0];
+		m.gpu_feed_items = m.gpu_items;
+	}
+	if ((m.cpu_items > 0 || m.gpu_items > 0) &&
+	    sp_runtime_lane_model_add(b->g->pipeline, &m) != 0 && b->opts->verbose)
+		fprintf(stderr, "[starpipe] lanes: the item model could not be written: %s\n",
+			strerror(errno));
+	if (b->opts->verbose && m.cpu_items > 0)
+		fprintf(stderr, "[starpipe] lanes' item model: %.3g core-s a CPU-plan item, from %ld "
+			"item(s) of this batch\n", m.cpu_core_s, m.cpu_items);
+	if (b->opts->verbose && m.gpu_items > 0)
+		fprintf(stderr, "[starpipe] lanes' item model: %.3g s per GPU-lane item%s, from %ld "
+			"item(s) of this batch\n", m.gpu_item_s,
+			m.gpu_feed_items > 0 ? "" : " (its CPU work not measured: CPU-lane items "
+						   "shared the cores)", m.gpu_items);
+	if (b->opts->verbose && m.gpu_feed_items > 0)
+		fprintf(stderr, "[starpipe] lanes' item model: %.3g s of CPU workers per GPU-lane "
+			"item\n", m.gpu_feed_s);
+}
+
 /* Driver threads of the CPU lane: two items keep a lane of CPU workers
  * busy (one computes while the other reads or writes), as on a CPU-only
  * node (default_inflight()). */
@@ -482,7 +526,14 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	const int nlanes = sp_runtime_nlanes();
 	if (nlanes > 1 && b->cpu_lane_ok)
 		drivers[1] = CPU_LANE_DRIVERS;
-	sp__route_init(&b->route, pending, drivers, nlanes, sp_now_s());
+	sp__route_init(&b->route, pending, drivers, nlanes);
+	sp_runtime_lane_model_get(b->g->pipeline, &b->lane_model);
+	b->route.gpu_item_s = b->lane_model.gpu_item_s;
+	if (b->opts->verbose && nlanes > 1)
+		fprintf(stderr, "[starpipe] lanes' item model of %s: %.3g core-s a CPU-plan item (%ld "
+			"item(s)), %.3g s per GPU-lane item (%ld; nan: not measured yet)\n",
+			b->g->pipeline, b->lane_model.cpu_core_s, b->lane_model.cpu_items,
+			b->lane_model.gpu_item_s, b->lane_model.gpu_items);
 	size_t n = 0;
 	drv[0] = (struct driver){ b, 0 }; /* the caller's own, when no thread starts */
 	for (int l = 0; l < nlanes; l++)
@@ -502,6 +553,8 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 			fprintf(stderr, "[starpipe] cpu lane: no item (a stage cannot run on CPUs)\n");
 		sp__route_describe(&b->route, stderr);
 	}
+	if (!batch_stopped())
+		record_lane_model(b);
 	sp__route_free(&b->route);
 	starpu_pthread_mutex_lock(&cur_lock);
 	cur_batch = NULL;

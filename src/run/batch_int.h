@@ -51,21 +51,35 @@ struct sp_route {
 	size_t left;                  /* items not yet handed out (this process's count) */
 	size_t drivers[SP_MAX_LANES]; /* driver threads of each lane */
 	size_t taken[SP_MAX_LANES], declined[SP_MAX_LANES], done[SP_MAX_LANES];
-	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times */
-	double t0_s;                  /* when the batch began (sp_now_s()) */
+	size_t running[SP_MAX_LANES]; /* items taken and not yet ended */
+	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times (-v) */
+	/* lane-seconds: an item's time over the items in flight beside it */
+	double w_ema[SP_MAX_LANES], w_sum[SP_MAX_LANES];
 	double refused_t1[SP_MAX_LANES], refused_rest[SP_MAX_LANES]; /* the last refusal's figures */
+	/* the item model's GPU-lane seconds between items (NAN: none), used
+	 * until the GPU lane's first items in flight have ended */
+	double gpu_item_s;
 };
-void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes,
-		    double now_s);
+void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes);
 void sp__route_free(struct sp_route *r);
 /* Whether a driver of lane takes the next item: 1 (counted as handed
- * out), 0 (the driver ends) or -1 (ask again once an item has ended).
- * counted: the items left are this process's to count (0 under MPI);
- * prior_s: the CPU lane's item time before it has run one, or NAN;
- * now_s: sp_now_s(). */
-int sp__route_take(struct sp_route *r, int lane, int counted, double prior_s, double now_s);
-/* An item of lane ended after seconds. */
-void sp__route_done(struct sp_route *r, int lane, double seconds);
+ * out; *inflight, when not NULL: the lane's items in flight with it), 0
+ * (the driver ends) or -1 (ask again once an item has ended).  counted:
+ * the items left are this process's to count (0 under MPI); prior_w: the
+ * CPU lane's seconds per item (lane-seconds) before it has run one, or
+ * NAN. */
+int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, size_t *inflight);
+/* A taken item that did not run (none left, or skipped): no longer in flight. */
+void sp__route_release(struct sp_route *r, int lane);
+/* An item of lane ended after seconds; inflight: take()'s count for it. */
+void sp__route_done(struct sp_route *r, int lane, double seconds, size_t inflight);
+/* What the batch measured for the lanes' item model (lanes.h), from the
+ * lanes' seconds per item: the CPU plan's core-seconds an item (times
+ * ncpu[l], lane l's CPU workers; lane 0 too when it is the only lane and
+ * had no CUDA worker; from 1 item) and the GPU lane's seconds per item
+ * (from 2); counts 0 where not measured. */
+void sp__route_measured(const struct sp_route *r, const unsigned *ncpu, const unsigned *ncuda,
+			sp_lane_model_t *m);
 /* The -v lines: each lane's drivers, items and mean item time. */
 void sp__route_describe(const struct sp_route *r, FILE *f);
 
@@ -92,6 +106,7 @@ struct sp_batch {
 	unsigned char *shared_ran; /* [nstages] */
 	sp_value_t **shared_values; /* value_slot() layout */
 	struct sp_route route;      /* the lanes' share of the items */
+	sp_lane_model_t lane_model; /* the lanes' item model when the batch began */
 	int cpu_lane_ok;            /* every stage can run on CPUs: the CPU lane may take items */
 };
 

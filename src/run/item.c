@@ -1,6 +1,7 @@
 /* The item API of a stage's glue (item.h): status, task contexts, outputs, report figures. */
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "lanes.h"
 #include "runtime.h"
 #include "sched_hp.h"
+#include "sim_host.h"
 
 int sp_status_set(sp_status_t *st, int code, const char *fmt, ...)
 {
@@ -182,6 +184,32 @@ unsigned sp_item_nworkers(const sp_item_t *item)
 unsigned sp_item_ncuda_workers(const sp_item_t *item)
 {
 	return sp_runtime_lane_ncuda(item != NULL ? item->lane : -1);
+}
+
+int sp_item_vector_register(const sp_item_t *item, starpu_data_handle_t *h, size_t n, size_t elem)
+{
+	*h = NULL;
+	if (n > UINT32_MAX)
+		return SP_ENOMEM; /* StarPU's vectors count in 32 bits (the callers check first) */
+	if (sp_item_ncuda_workers(item) > 0 || starpu_cuda_worker_get_count() == 0) {
+		starpu_vector_data_register(h, -1, 0, (uint32_t)n, elem);
+		return 0;
+	}
+	void *p = malloc(n * elem > 0 ? n * elem : 1);
+	if (p == NULL)
+		return SP_ENOMEM;
+	starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)p, (uint32_t)n, elem);
+	starpu_data_set_user_data(*h, p);
+	return 0;
+}
+
+void sp_item_data_unregister(starpu_data_handle_t h)
+{
+	if (h == NULL)
+		return;
+	void *own = starpu_data_get_user_data(h);
+	sp_data_unregister(h);
+	free(own);
 }
 
 /* The buffers handed back: the most recent last.  A miss (no buffer of the

@@ -284,4 +284,16 @@ unsigned sp_item_nworkers(const sp_item_t *item);
  * build or run, and in the CPU lane). */
 unsigned sp_item_ncuda_workers(const sp_item_t *item);
 
+/* A vector handle of n elements of elem bytes for item's working data,
+ * which StarPU allocates where its first task runs (home -1): except for
+ * an item of a lane without CUDA workers on a node with some (the CPU
+ * lane), whose main-memory copy StarPU would pin (cudaHostAlloc, which a
+ * CUDA worker of the GPU lane runs for it), so it gets ordinary memory of
+ * its own instead (home main memory).  Unregister it with
+ * sp_item_data_unregister().  0, or SP_ENOMEM. */
+int sp_item_vector_register(const sp_item_t *item, starpu_data_handle_t *h, size_t n, size_t elem);
+/* Unregisters a handle of sp_item_vector_register() (sp_data_unregister())
+ * and frees its memory when it had its own. */
+void sp_item_data_unregister(starpu_data_handle_t h);
+
 #endif /* SP_ITEM_H */

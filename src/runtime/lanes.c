@@ -31,24 +31,52 @@
  * public headers do not define). */
 #define SP_INITIAL_CTX 0u
 
+/* The cores the GPU lane keeps beside its GPUs, from the item model: its
+ * items keep need = gpu_feed_s / gpu_item_s CPU workers busy on average
+ * (reads, stitches, writes), so it keeps half as many again, at least one
+ * per GPU; without a model two per GPU.  Said by -v (lanes.split). */
+#define FEED_MARGIN 1.5
+
 static struct {
 	int n;                     /* 1: no lanes (the initial context only) */
 	unsigned ctx[SP_MAX_LANES]; /* StarPU context ids */
 	unsigned ncpu[SP_MAX_LANES], ncuda[SP_MAX_LANES];
 	char why[160];             /* lanes asked for but not made: the reason */
+	char split[200];           /* how the CPU lane's size was chosen */
 } lanes = { .n = 1 };
 
-/* The CPU lane's size: cpu_lane when given, else all CPU workers but two
- * per GPU (the cores that feed it: reads, stitches, writes, the item
- * drivers) on a GPU node, else half of them. */
-static int cpu_lane_size(int cpu_lane, unsigned ncpu, unsigned ngpus)
+/* The CPU lane's size: cpu_lane when given, else all CPU workers but those
+ * that feed the GPUs on a GPU node (above), else half of them. */
+static int cpu_lane_size(int cpu_lane, unsigned ncpu, unsigned ngpus, const char *pipeline)
 {
-	if (cpu_lane >= 0)
+	if (cpu_lane >= 0) {
+		snprintf(lanes.split, sizeof lanes.split, "as asked (cpu_lane)");
 		return cpu_lane;
-	return ngpus > 0 ? (int)ncpu - 2 * (int)ngpus : (int)ncpu / 2;
+	}
+	if (ngpus == 0) {
+		snprintf(lanes.split, sizeof lanes.split, "half the CPU workers (no GPU)");
+		return (int)ncpu / 2;
+	}
+	sp_lane_model_t m;
+	sp_runtime_lane_model_get(pipeline, &m);
+	if (m.gpu_feed_items > 0 && m.gpu_items > 0 && m.gpu_item_s > 0) {
+		const double need = m.gpu_feed_s / m.gpu_item_s;
+		int keep = (int)ceil(FEED_MARGIN * need);
+		if (keep < (int)ngpus)
+			keep = (int)ngpus;
+		snprintf(lanes.split, sizeof lanes.split,
+			 "the GPU lane keeps %d core(s): its items keep %.2f busy (%.3g s of CPU "
+			 "workers each, %.3g s apart; the item model)", keep, need, m.gpu_feed_s,
+			 m.gpu_item_s);
+		return (int)ncpu - keep;
+	}
+	snprintf(lanes.split, sizeof lanes.split,
+		 "the GPU lane keeps 2 cores per GPU (no item model of its CPU work yet)");
+	return (int)ncpu - 2 * (int)ngpus;
 }
 
-int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, sp_err_t *err)
+int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, int workers_given,
+		    const char *pipeline, sp_err_t *err)
 {
 	int ids[STARPU_NMAXWORKERS];
 	const unsigned ncpu = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
@@ -58,9 +86,13 @@ int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, sp_err_t *err)
 	lanes.ncpu[0] = ncpu;
 	lanes.ncuda[0] = starpu_cuda_worker_get_count();
 	lanes.why[0] = '\0';
-	if (mode != SP_LANES_ON)
-		return 0; /* auto: one lane until the models say a CPU lane pays (doc/scheduling.md) */
-	const int k = cpu_lane_size(cpu_lane, ncpu, ngpus);
+	/* auto: a CPU lane on a GPU node, where the router gives it only the
+	 * items it is predicted to end first (doc/scheduling.md), unless the
+	 * scheduler or the CPU workers were chosen (then the session is
+	 * theirs) */
+	if (mode == SP_LANES_OFF || (mode == SP_LANES_AUTO && (ngpus == 0 || workers_given)))
+		return 0;
+	const int k = cpu_lane_size(cpu_lane, ncpu, ngpus, pipeline);
 	if (k < 1 || k >= (int)ncpu) {
 		snprintf(lanes.why, sizeof lanes.why,
 			 "no CPU lane: %d of %u CPU workers would leave %s", k, ncpu,
@@ -87,21 +119,34 @@ void sp__lanes_stop(void)
 	lanes.n = 1;
 }
 
-double sp_runtime_cpu_lane_prior_s(void)
+double sp_runtime_cpu_busy_s(void)
+{
+	double us = 0.0;
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	for (size_t i = 0; i < sp__rt.nk; i++)
+		us += sp__rt.k[i].busy_us[0];
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+	return 1e-6 * us;
+}
+
+double sp_runtime_cpu_lane_prior_s(double core_s)
 {
 	if (lanes.n < 2)
 		return NAN;
+	const double k = (double)lanes.ncpu[1];
+	if (core_s > 0)
+		return core_s / k;
 	double core_us = 0.0;
 	starpu_pthread_mutex_lock(&sp__rt.lock);
 	for (size_t i = 0; i < sp__rt.nk; i++) {
-		const struct sp__kstat *k = &sp__rt.k[i];
-		core_us += k->busy_us[0];
-		if (k->busy_us[1] > 0.0)
-			core_us += k->busy_us[1] * sp_hp_ratio(k->kernel);
+		const struct sp__kstat *ks = &sp__rt.k[i];
+		core_us += ks->busy_us[0];
+		if (ks->busy_us[1] > 0.0)
+			core_us += ks->busy_us[1] * sp_hp_ratio(ks->kernel);
 	}
 	starpu_pthread_mutex_unlock(&sp__rt.lock);
 	const size_t done = atomic_load(&sp__rt.items_done);
-	return done > 0 ? 1e-6 * core_us / (double)done / (double)lanes.ncpu[1] : NAN;
+	return done > 0 ? 1e-6 * core_us / (double)done / k : NAN;
 }
 
 int sp_runtime_nlanes(void) { return lanes.n; }
@@ -136,7 +181,7 @@ void sp_runtime_lanes_describe(FILE *f)
 		return;
 	}
 	fprintf(f, "[starpipe] lanes: %s lane: %u CPU + %u CUDA workers (%s); cpu lane: the last %u "
-		   "CPU workers (lws), which the %s lane's tasks may use too\n",
+		   "CPU workers (lws), which the %s lane's tasks may use too; split: %s\n",
 		sp_runtime_lane_name(0), lanes.ncpu[0], lanes.ncuda[0], sp__rt.sched, lanes.ncpu[1],
-		sp_runtime_lane_name(0));
+		sp_runtime_lane_name(0), lanes.split);
 }

@@ -3,12 +3,13 @@
 #ifndef SP_LANES_H
 #define SP_LANES_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* runtime: lanes: (and --lanes), the index of the word in "auto|off|on":
- * auto is one lane for now (doc/scheduling.md says when that changes), on
- * makes a CPU lane (on a CPU-only node too: two lanes of CPU workers, the
- * mechanism's test). */
+ * auto makes a CPU lane on a node with GPUs unless the scheduler or the CPU
+ * workers were given, on makes one (on a CPU-only node too: two lanes of
+ * CPU workers, the mechanism's test). */
 enum { SP_LANES_AUTO, SP_LANES_OFF, SP_LANES_ON };
 #define SP_MAX_LANES 2
 
@@ -22,13 +23,36 @@ unsigned sp_runtime_lane_ctx(int lane);
 /* The CPU / CUDA workers of lane; lane -1: the whole session's. */
 unsigned sp_runtime_lane_ncpu(int lane);
 unsigned sp_runtime_lane_ncuda(int lane);
-/* The CPU lane's time for an item, before it has run one: the core-seconds
- * the items done so far took (their CUDA time times each codelet's CPU/GPU
- * ratio, sp_hp_ratio(), plus their CPU time) per item, over the CPU lane's
- * workers; NAN before any item has ended, or without a CPU lane.  An
- * overestimate: the CPU lane's own plan is faster on a core than the GPU
- * lane's tasks, which the ratios describe. */
-double sp_runtime_cpu_lane_prior_s(void);
+/* The lanes' item model of a pipeline (lane_model.c, in
+ * PMDIR/starpipe-lanes.NODE): what the CPU plan's item costs the CPU lane,
+ * in core-seconds, the GPU lane's seconds per item, and its CPU workers'
+ * seconds per item, each a mean over that many items (NAN and 0: never
+ * measured). */
+typedef struct {
+	double cpu_core_s;
+	long cpu_items;
+	double gpu_item_s;
+	long gpu_items;
+	/* the CPU workers' seconds a GPU-lane item takes (its reads, stitches,
+	 * writes: what the cores that feed the GPU do), over gpu_feed_items */
+	double gpu_feed_s;
+	long gpu_feed_items;
+} sp_lane_model_t;
+/* m: pipeline's model (NAN and 0 where none); 0, or -1 without one. */
+int sp_runtime_lane_model_get(const char *pipeline, sp_lane_model_t *m);
+/* Adds a batch's figures (a count of 0: not measured) to pipeline's model;
+ * 0, or -1 with errno when the file cannot be written. */
+int sp_runtime_lane_model_add(const char *pipeline, const sp_lane_model_t *batch);
+/* The CPU lane's seconds per item (the whole lane's time for one item)
+ * before it has run one: core_s (the item model's, when > 0) over the
+ * lane's workers; without it, the core-seconds the items done so far took
+ * (their CUDA time times each codelet's CPU/GPU ratio, sp_hp_ratio(), plus
+ * their CPU time) per item instead, an overestimate (the CPU lane's own
+ * plan is faster on a core than the GPU lane's tasks, which the ratios
+ * describe), NAN before any item has ended.  NAN without a CPU lane. */
+double sp_runtime_cpu_lane_prior_s(double core_s);
+/* The CPU workers' busy seconds so far, over every task of the session. */
+double sp_runtime_cpu_busy_s(void);
 /* "gpu", "main" (lane 0 of a CPU-only node), "cpu", or "node" without lanes. */
 const char *sp_runtime_lane_name(int lane);
 /* The -v line: each lane's workers and policy, or why lanes asked for were

@@ -370,7 +370,9 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		return ret;
 	if ((ret = after_init(c, err)) != 0)
 		return ret;
-	if ((ret = sp__lanes_start(c->lanes, c->cpu_lane, sp_runtime_ngpus(), err)) != 0) {
+	if ((ret = sp__lanes_start(c->lanes, c->cpu_lane, sp_runtime_ngpus(),
+				   !autosched || c->ncpus >= 0,
+				   c->pipeline, err)) != 0) {
 		starpu_shutdown();
 		return ret;
 	}

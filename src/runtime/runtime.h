@@ -30,6 +30,7 @@ typedef struct sp_runtime_conf {
 	int trace;                 /* record per-task records for a trace */
 	int bound;                 /* record tasks and dependencies for the lower bounds */
 	int lanes;                 /* SP_LANES_* (lanes.h) */
+	const char *pipeline;      /* the graph's pipeline: its lanes' item model (lanes.h) */
 	int cpu_lane;              /* CPU workers of the CPU lane; -1: the default split */
 	int cpu_first, cpu_count;  /* cpu_count > 0: CPU workers bound to cores cpu_first ..
 				    * cpu_first + cpu_count - 1 (MPI ranks sharing a node),

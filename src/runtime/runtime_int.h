@@ -89,9 +89,13 @@ void sp__models_census(const struct sp_graph *g);
 
 /* lanes.c: after starpu_init, the CPU lane's context when mode (SP_LANES_*)
  * asks for one and the workers allow it (cpu_lane: its CPU workers, -1:
- * the default split, from ngpus: sp_runtime_ngpus()); 0 or SP_ESTARPU.  Before starpu_shutdown, once every
- * task has ended: the contexts deleted. */
-int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, sp_err_t *err);
+ * the default split, from ngpus: sp_runtime_ngpus(); workers_given: the
+ * scheduler or the CPU workers were chosen, which keeps auto one lane;
+ * pipeline: the graph's, whose item model gives the split); 0
+ * or SP_ESTARPU.  Before starpu_shutdown, once every task has ended: the
+ * contexts deleted. */
+int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, int workers_given,
+		    const char *pipeline, sp_err_t *err);
 void sp__lanes_stop(void);
 
 #endif /* SP_RUNTIME_INT_H */

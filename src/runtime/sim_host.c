@@ -17,6 +17,9 @@
 struct slowdown {
 	char symbol[128];
 	double a, b; /* a + b (k - 1) */
+	/* cpu_slowdown_small.SYMBOL: tasks of fewer than small_bytes bytes of
+	 * data take small_a + small_b (k - 1) instead (0: no such line) */
+	double small_bytes, small_a, small_b;
 };
 
 static struct {
@@ -44,10 +47,10 @@ static int busy_cpus;
  * driver's lock): the next GPU task pays them. */
 static double gpu_debt;
 
-/* Handles (home node -1) seen with a main-memory replica. */
-#define SEENMAX 4096
-static starpu_data_handle_t seen[SEENMAX];
-static int nseen;
+/* A handle (home node -1) whose main-memory replica has been charged is
+ * marked by its user data (a new handle starts unmarked, even at a freed
+ * one's address; starpipe gives such handles no user data of its own). */
+static char charged_mark;
 
 /* A CPU task's buffers that StarPU allocated in main memory for it: on a
  * GPU node that replica is pinned, and pinning takes the CUDA driver's lock. */
@@ -58,30 +61,32 @@ static void note_pinned(struct starpu_task *task)
 	unsigned n = STARPU_TASK_GET_NBUFFERS(task);
 	for (unsigned i = 0; i < n; i++) {
 		starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, i);
-		if (starpu_data_get_home_node(h) >= 0)
+		if (starpu_data_get_home_node(h) >= 0 || starpu_data_get_user_data(h) == &charged_mark)
 			continue;
-		int k;
-		for (k = 0; k < nseen && seen[k] != h; k++)
-			;
-		if (k < nseen)
-			continue;
-		if (nseen < SEENMAX)
-			seen[nseen++] = h;
+		starpu_data_set_user_data(h, &charged_mark);
 		gpu_debt += hm.pinned_alloc_gpu * (double)starpu_data_get_size(h) / 1073741824.0;
 	}
 }
 
-static void forget_pinned(starpu_data_handle_t h)
-{
-	for (int k = 0; k < nseen; k++)
-		if (seen[k] == h) {
-			seen[k] = seen[--nseen];
-			return;
-		}
-}
-
 /* A stand-in's step: short enough to follow k as tasks start and end. */
 #define QUANTUM_S 0.002
+
+/* The cpu_slowdown entry of codelet SYM (made with the default's a and b
+ * when new), or NULL when the table is full. */
+static struct slowdown *slowdown_line(const char *sym)
+{
+	if (strcmp(sym, "default") == 0)
+		return &hm.dflt;
+	for (int i = 0; i < hm.nslow; i++)
+		if (strcmp(hm.slow[i].symbol, sym) == 0)
+			return &hm.slow[i];
+	if (hm.nslow == MAXSLOW)
+		return NULL;
+	struct slowdown *s = &hm.slow[hm.nslow++];
+	*s = hm.dflt;
+	snprintf(s->symbol, sizeof s->symbol, "%s", sym);
+	return s;
+}
 
 static int parse_line(char *line, const char *path, int lineno, sp_err_t *err)
 {
@@ -111,17 +116,28 @@ static int parse_line(char *line, const char *path, int lineno, sp_err_t *err)
 			return sp_seterr(err, SP_EINVAL,
 					 "%s:%d: %s: expected 'a b' (a > 0, b >= 0: a + b (k - 1))",
 					 path, lineno, key);
-		const char *sym = key + 13;
-		struct slowdown *s = strcmp(sym, "default") == 0 ? &hm.dflt : NULL;
-		if (s == NULL) {
-			if (hm.nslow == MAXSLOW)
-				return sp_seterr(err, SP_EINVAL, "%s:%d: more than %d codelets", path,
-						 lineno, MAXSLOW);
-			s = &hm.slow[hm.nslow++];
-		}
-		snprintf(s->symbol, sizeof s->symbol, "%s", sym);
+		struct slowdown *s = slowdown_line(key + 13);
+		if (s == NULL)
+			return sp_seterr(err, SP_EINVAL, "%s:%d: more than %d codelets", path, lineno,
+					 MAXSLOW);
 		s->a = x;
 		s->b = y;
+		return 0;
+	}
+	if (strncmp(key, "cpu_slowdown_small.", 19) == 0) {
+		double z;
+		if (sscanf(val, "%lf %lf %lf", &x, &y, &z) != 3 || !isfinite(x) || x < 1 ||
+		    !isfinite(y) || y <= 0 || !isfinite(z) || z < 0)
+			return sp_seterr(err, SP_EINVAL,
+					 "%s:%d: %s: expected 'BYTES a b' (BYTES >= 1, a > 0, b >= 0)",
+					 path, lineno, key);
+		struct slowdown *s = slowdown_line(key + 19);
+		if (s == NULL || s == &hm.dflt)
+			return sp_seterr(err, SP_EINVAL, "%s:%d: %s: %s", path, lineno, key,
+					 s == NULL ? "too many codelets" : "a codelet's name expected");
+		s->small_bytes = x;
+		s->small_a = y;
+		s->small_b = z;
 		return 0;
 	}
 	if (n != 1)
@@ -238,6 +254,18 @@ static const struct slowdown *slowdown_of(const char *symbol)
 	return NULL;
 }
 
+/* The bytes of data a task works on, as its model's size column counts
+ * them: the codelet's size_base when it has one, else its buffers' sizes. */
+static double task_bytes(struct starpu_task *task)
+{
+	if (task->cl->model->size_base != NULL)
+		return (double)task->cl->model->size_base(task, starpu_task_get_implementation(task));
+	double bytes = 0;
+	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+		bytes += (double)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+	return bytes;
+}
+
 void sp__sim_cpu_task(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
@@ -256,9 +284,14 @@ void sp__sim_cpu_task(void *buffers[], void *cl_arg)
 		s = &hm.dflt;
 		extra = hm.starved ? hm.starved_cpu : 1;
 	}
+	double a = s->a, b = s->b;
+	if (s->small_bytes > 0 && task_bytes(task) < s->small_bytes) {
+		a = s->small_a;
+		b = s->small_b;
+	}
 	busy_cpus++;
 	while (left > 0) {
-		double f = extra * (s->a + s->b * (busy_cpus - 1));
+		double f = extra * (a + b * (busy_cpus - 1));
 		if (left * f <= QUANTUM_S) {
 			starpu_sleep((float)(left * f));
 			break;
@@ -342,7 +375,6 @@ void sp_data_unregister(starpu_data_handle_t h)
 	if (hm.loaded && hm.pinned_free > 0 && starpu_cuda_worker_get_count() > 0 &&
 	    starpu_data_get_home_node(h) < 0 && starpu_data_test_if_allocated_on_node(h, STARPU_MAIN_RAM))
 		s = hm.pinned_free * (double)starpu_data_get_size(h) / 1073741824.0;
-	forget_pinned(h);
 	starpu_data_unregister(h);
 	if (s > 0)
 		starpu_sleep((float)s);

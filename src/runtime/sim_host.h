@@ -14,7 +14,10 @@
  * - CPU contention: a CPU task of codelet C progresses at 1 / (a + b (k - 1))
  *   of its model's speed while k CPU workers run tasks (k counts it; the
  *   rate follows k as other tasks start and end): `cpu_slowdown.C = a b`,
- *   `cpu_slowdown.default` for the others.
+ *   `cpu_slowdown.default` for the others.  `cpu_slowdown_small.C =
+ *   BYTES a b`: C's tasks of fewer than BYTES bytes of data take this line
+ *   instead (a plan's small tasks, whose working sets stay in cache, contend
+ *   less than its large ones); give C a cpu_slowdown line too.
  * - Host starvation: when the StarPU workers' threads (CPU workers + CUDA
  *   workers) take every core (`cores`), starpipe's own threads (the item
  *   drivers, which plan and submit) and the CUDA drivers' launches share
