@@ -103,10 +103,10 @@ const sp_param_spec_t sp_runtime_params[SP_RT_NPARAMS] = {
 	  SP_AT(sp_runtime_params_t, calibrate) },
 	[SP_RT_LANES] = { "lanes", SP_PT_ENUM, "auto", 0, -1, "auto|off|on",
 	  "a CPU lane beside the GPU lane, each item run whole in one (doc/scheduling.md); "
-	  "auto: one lane for now, on: a CPU lane",
+	  "auto: a CPU lane on a GPU node unless scheduler or ncpus is set, on: a CPU lane",
 	  SP_AT(sp_runtime_params_t, lanes) },
 	[SP_RT_CPU_LANE] = { "cpu_lane", SP_PT_INT, "-1", -1, 4096, NULL,
-	  "CPU workers of the CPU lane; -1 = all but 2 per GPU (half without GPU)",
+	  "CPU workers of the CPU lane; -1 = all but those the GPU lane keeps (doc/scheduling.md)",
 	  SP_AT(sp_runtime_params_t, cpu_lane) },
 };
 const size_t sp_runtime_nparams = sizeof sp_runtime_params / sizeof sp_runtime_params[0];

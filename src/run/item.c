@@ -207,7 +207,9 @@ void sp_item_data_unregister(starpu_data_handle_t h)
 {
 	if (h == NULL)
 		return;
-	void *own = starpu_data_get_user_data(h);
+	/* only a handle with a home of its own carries its memory as user data
+	 * (starpipe-sim marks the others') */
+	void *own = starpu_data_get_home_node(h) >= 0 ? starpu_data_get_user_data(h) : NULL;
 	sp_data_unregister(h);
 	free(own);
 }
