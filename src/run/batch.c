@@ -309,12 +309,12 @@ static void *driver_main(void *arg)
 		/* a CPU lane's driver asks the router first (route.c); the
 		 * prior is NAN before any item has ended (a wait) */
 		int take;
-		size_t inflight = 1;
+		struct sp_route_ticket tk;
 		while ((take = sp__route_take(&b->route, d->lane, !b->lazy_plan,
 					      d->lane > 0 ? sp_runtime_cpu_lane_prior_s(
 								    b->lane_model.cpu_core_s)
 							  : NAN,
-					      &inflight)) < 0 &&
+					      &tk)) < 0 &&
 		       !batch_stopped())
 			starpu_usleep(20000); /* SimGrid's clock under starpipe-sim */
 		if (take <= 0)
@@ -322,21 +322,20 @@ static void *driver_main(void *arg)
 		/* nothing when interrupted: no new item */
 		size_t i = sp_dispatch_next();
 		if (i == SIZE_MAX) {
-			sp__route_release(&b->route, d->lane);
+			sp__route_release(&b->route, d->lane, &tk);
 			break;
 		}
 		if (b->lazy_plan && atomic_load(&b->state[i].state) == IT_PENDING)
 			sp__plan_item(b, &b->state[i]);
 		if (atomic_load(&b->state[i].state) != IT_PENDING) {
-			sp__route_release(&b->route, d->lane);
+			sp__route_release(&b->route, d->lane, &tk);
 			continue; /* skipped or refused when planned */
 		}
 		b->state[i].lane = d->lane;
-		/* StarPU's clock, which starpipe-sim simulates (sp_now_s() is
-		 * the host's): the router compares the lanes' simulated times */
-		const double t0_us = starpu_timing_now();
+		/* the router times items on StarPU's clock, which starpipe-sim
+		 * simulates (sp_now_s() is the host's) */
 		run_item(b, i);
-		sp__route_done(&b->route, d->lane, 1e-6 * (starpu_timing_now() - t0_us), inflight);
+		sp__route_done(&b->route, d->lane, &tk);
 	}
 	return NULL;
 }

@@ -45,6 +45,7 @@ struct sp_item {
 
 
 /* route.c: which lane takes the next item (under lock). */
+#define SP_ROUTE_SLOTS 64 /* items in flight timed per lane (the drivers' cap) */
 struct sp_route {
 	starpu_pthread_mutex_t lock;
 	int nlanes;
@@ -52,27 +53,39 @@ struct sp_route {
 	size_t drivers[SP_MAX_LANES]; /* driver threads of each lane */
 	size_t taken[SP_MAX_LANES], declined[SP_MAX_LANES], done[SP_MAX_LANES];
 	size_t running[SP_MAX_LANES]; /* items taken and not yet ended */
-	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times (-v) */
+	/* their start times (clock()), NAN in a free slot */
+	double t0[SP_MAX_LANES][SP_ROUTE_SLOTS];
+	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times */
 	/* lane-seconds: an item's time over the items in flight beside it */
 	double w_ema[SP_MAX_LANES], w_sum[SP_MAX_LANES];
 	double refused_t1[SP_MAX_LANES], refused_rest[SP_MAX_LANES]; /* the last refusal's figures */
 	/* the item model's GPU-lane seconds between items (NAN: none), used
 	 * until the GPU lane's first items in flight have ended */
 	double gpu_item_s;
+	/* seconds on StarPU's clock (simulated under starpipe-sim); tests set
+	 * their own */
+	double (*clock)(void);
+};
+/* An item taken: the lane's items in flight with it, its start, and its
+ * slot in t0 (-1: not timed). */
+struct sp_route_ticket {
+	size_t inflight;
+	double t0;
+	int slot;
 };
 void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes);
 void sp__route_free(struct sp_route *r);
 /* Whether a driver of lane takes the next item: 1 (counted as handed
- * out; *inflight, when not NULL: the lane's items in flight with it), 0
- * (the driver ends) or -1 (ask again once an item has ended).  counted:
- * the items left are this process's to count (0 under MPI); prior_w: the
- * CPU lane's seconds per item (lane-seconds) before it has run one, or
- * NAN. */
-int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, size_t *inflight);
+ * out; *tk, when not NULL, filled), 0 (the driver ends) or -1 (ask again
+ * once an item has ended).  counted: the items left are this process's to
+ * count (0 under MPI); prior_w: the CPU lane's seconds per item
+ * (lane-seconds) before it has run one, or NAN. */
+int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w,
+		   struct sp_route_ticket *tk);
 /* A taken item that did not run (none left, or skipped): no longer in flight. */
-void sp__route_release(struct sp_route *r, int lane);
-/* An item of lane ended after seconds; inflight: take()'s count for it. */
-void sp__route_done(struct sp_route *r, int lane, double seconds, size_t inflight);
+void sp__route_release(struct sp_route *r, int lane, const struct sp_route_ticket *tk);
+/* A taken item of lane has ended (now, on r->clock). */
+void sp__route_done(struct sp_route *r, int lane, const struct sp_route_ticket *tk);
 /* What the batch measured for the lanes' item model (lanes.h), from the
  * lanes' seconds per item: the CPU plan's core-seconds an item (times
  * ncpu[l], lane l's CPU workers; lane 0 too when it is the only lane and

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "batch_int.h"
+#include "sim_host.h"
 #include "runtime.h"
 
 void sp__free_strv(char **v, size_t n)
@@ -283,6 +284,9 @@ const char *sp_run_path_is_input(const sp_graph_t *g, char *const *items, size_t
 
 unsigned long long sp_run_machine_memory(void)
 {
+	/* starpipe-sim: the simulated node's, when its host model says */
+	if (sp_sim_host_memory() > 0)
+		return sp_sim_host_memory();
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 	unsigned long long mem = pages > 0 && psz > 0 ? (unsigned long long)pages * (unsigned long long)psz
 						       : 0;

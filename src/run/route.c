@@ -1,6 +1,7 @@
 /* Which lane takes the next item (lanes.h): the CPU lane takes one only
  * while it is predicted to finish it before the GPU lane would finish
- * every item left, from the lanes' measured item times. */
+ * every item left and the work it has in hand, from the lanes' measured
+ * item times. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,34 +12,48 @@
 
 /*
  * DESIGN.  The GPU lane (lane 0) takes every item it asks for.  A CPU lane
- * driver asks before each item; with R items not yet handed out, the GPU
- * lane alone would end them all in R / r0, and the CPU lane ends one in
- * t1.  Taking the item shortens the batch iff t1 < R / r0, so that is the
- * rule.  Both are in lane-seconds, an item's time over the items in flight
- * beside it (itself included, the mean of its start's and its end's), so
- * that a lane's items, which overlap, give its rate.  1 / r0, the GPU
- * lane's seconds per item, is the item model's (lanes.h) until the GPU
- * lane's first items in flight have ended, then its own mean (its first
- * items, which pay the batch's start-up, make that an overestimate early
- * on, which favours the CPU lane's first items).  t1 is the CPU lane's
- * seconds per item times the items it would then run at once: its own
- * exponential mean once it has ended an item (weight 1/2 on each new item,
- * so a lane slower than it was loses items at once); before that, the
- * prior the caller gives (sp_runtime_cpu_lane_prior_s(): the item model's,
- * else an overestimate from the items done so far, which needs an item
- * ended).  Without r0 or t1 the CPU lane's drivers wait for an item to
- * end; without a prior once one has, they probe while at least
- * ROUTE_PROBE_ITEMS items per driver
- * are left.  A driver that is refused ends: the rule only tightens as
- * items run out.  Under MPI the items left are rank 0's to count; a rank's
- * CPU lane then takes what it asks for.
+ * driver asks before each item.  With R items not yet handed out and B
+ * items' worth of work still in the GPU lane's hands (its items in flight,
+ * each counted by the share of an item's time it has still to run), the
+ * GPU lane alone would end them all in (R + B) / r0, and the CPU lane ends
+ * one in t1.  Taking the item shortens the batch iff t1 < (R + B) / r0, so
+ * that is the rule.  B matters at the batch's end: the GPU lane keeps
+ * several items in flight to stay fed, and it has taken the last of them
+ * seconds before it ends them, so R alone would refuse the CPU lane items
+ * it would have ended first and leave its cores idle for the batch's last
+ * seconds.  r0 and t1 are in lane-seconds, an item's time over the items
+ * in flight beside it (itself included, the mean of its start's and its
+ * end's), so that a lane's items, which overlap, give its rate.  1 / r0,
+ * the GPU lane's seconds per item, is the item model's (lanes.h) until the
+ * GPU lane's first items in flight have ended, then its own mean (its
+ * first items, which pay the batch's start-up, make that an overestimate
+ * early on, which favours the CPU lane's first items).  An item's share
+ * still to run is 1 - its age over the GPU lane's mean item time (before
+ * one has ended: 1 / r0 times its drivers, a full lane's).  t1 is the CPU
+ * lane's seconds per item times the items it would then run at once: its
+ * own exponential mean once it has ended an item (weight 1/2 on each new
+ * item, so a lane slower than it was loses items at once); before that,
+ * the prior the caller gives (sp_runtime_cpu_lane_prior_s(): the item
+ * model's, else an overestimate from the items done so far, which needs an
+ * item ended).  Without r0 or t1 the CPU lane's drivers wait for an item
+ * to end; without a prior once one has, they probe while at least
+ * ROUTE_PROBE_ITEMS items per driver are left.  A driver that is refused
+ * ends: the rule only tightens as items run out and the GPU lane's work
+ * shrinks.  Under MPI the items left are rank 0's to count; a rank's CPU
+ * lane then takes what it asks for.
  */
 
 #define ROUTE_PROBE_ITEMS 1
 
+static double starpu_clock_s(void) { return 1e-6 * starpu_timing_now(); }
+
 void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes)
 {
 	memset(r, 0, sizeof *r);
+	r->clock = starpu_clock_s;
+	for (int l = 0; l < SP_MAX_LANES; l++)
+		for (int k = 0; k < SP_ROUTE_SLOTS; k++)
+			r->t0[l][k] = NAN;
 	r->gpu_item_s = NAN;
 	starpu_pthread_mutex_init(&r->lock, NULL);
 	r->nlanes = nlanes;
@@ -61,10 +76,38 @@ static double per_item(const struct sp_route *r, int l, size_t min)
 	return r->w_sum[l] / (double)r->done[l];
 }
 
-int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, size_t *inflight)
+/* Lane l's work in hand at now, in items: each item in flight counted by
+ * the share of its time still to run, 1 - its age over the lane's mean
+ * item time (before one has ended: per times the lane's drivers), at
+ * least 0 (an item older than the mean is about to end). */
+static double in_hand(const struct sp_route *r, int l, double now, double per)
+{
+	const double item_s = r->done[l] > 0 ? r->mean_s[l] : per * (double)r->drivers[l];
+	double b = 0;
+	for (int k = 0; k < SP_ROUTE_SLOTS; k++) {
+		if (isnan(r->t0[l][k]))
+			continue;
+		const double left = item_s > 0 ? 1 - (now - r->t0[l][k]) / item_s : 1;
+		b += left < 0 ? 0 : left > 1 ? 1 : left;
+	}
+	return b;
+}
+
+/* Frees tk's slot of lane (the item ended, or did not run). */
+static void untime(struct sp_route *r, int lane, const struct sp_route_ticket *tk)
+{
+	if (r->running[lane] > 0)
+		r->running[lane]--;
+	if (tk->slot >= 0 && tk->slot < SP_ROUTE_SLOTS)
+		r->t0[lane][tk->slot] = NAN;
+}
+
+int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w,
+		   struct sp_route_ticket *tk)
 {
 	int take = 1;
 	starpu_pthread_mutex_lock(&r->lock);
+	const double now = r->clock();
 	if (lane > 0 && counted) {
 		size_t drivers = 0;
 		for (int l = 0; l < r->nlanes; l++)
@@ -80,7 +123,7 @@ int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, si
 		if (r->left == 0)
 			take = 0;
 		else if (!isnan(per) && !isnan(t1)) {
-			const double rest = (double)r->left * per;
+			const double rest = ((double)r->left + in_hand(r, 0, now, per)) * per;
 			take = t1 < rest;
 			if (!take) { /* for -v: what the refusal compared */
 				r->refused_t1[lane] = t1;
@@ -101,8 +144,15 @@ int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, si
 	if (take) {
 		r->taken[lane]++;
 		r->running[lane]++;
-		if (inflight != NULL)
-			*inflight = r->running[lane];
+		int slot = 0;
+		while (slot < SP_ROUTE_SLOTS && !isnan(r->t0[lane][slot]))
+			slot++;
+		if (slot < SP_ROUTE_SLOTS)
+			r->t0[lane][slot] = now;
+		else
+			slot = -1;
+		if (tk != NULL)
+			*tk = (struct sp_route_ticket){ r->running[lane], now, slot };
 	}
 	else
 		r->declined[lane]++;
@@ -110,21 +160,22 @@ int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w, si
 	return take;
 }
 
-void sp__route_release(struct sp_route *r, int lane)
+void sp__route_release(struct sp_route *r, int lane, const struct sp_route_ticket *tk)
 {
 	if (lane < 0 || lane >= SP_MAX_LANES)
 		return;
 	starpu_pthread_mutex_lock(&r->lock);
-	if (r->running[lane] > 0)
-		r->running[lane]--;
+	untime(r, lane, tk);
 	starpu_pthread_mutex_unlock(&r->lock);
 }
 
-void sp__route_done(struct sp_route *r, int lane, double seconds, size_t inflight)
+void sp__route_done(struct sp_route *r, int lane, const struct sp_route_ticket *tk)
 {
 	if (lane < 0 || lane >= SP_MAX_LANES)
 		return;
 	starpu_pthread_mutex_lock(&r->lock);
+	const double seconds = r->clock() - tk->t0;
+	const size_t inflight = tk->inflight;
 	/* the items in flight beside it: the mean of its start's and its end's */
 	const double n = 0.5 * (double)(inflight + r->running[lane]);
 	const double w = seconds / (n >= 1 ? n : 1);
@@ -132,8 +183,7 @@ void sp__route_done(struct sp_route *r, int lane, double seconds, size_t infligh
 	r->w_ema[lane] = r->done[lane] == 0 ? w : 0.5 * r->w_ema[lane] + 0.5 * w;
 	r->w_sum[lane] += w;
 	r->done[lane]++;
-	if (r->running[lane] > 0)
-		r->running[lane]--;
+	untime(r, lane, tk);
 	starpu_pthread_mutex_unlock(&r->lock);
 }
 

@@ -30,6 +30,7 @@ static struct {
 	double host_time_scale, item_commit_s;
 	double starved_cpu, starved_host, pinned_free, pinned_alloc_gpu, starved_gpu;
 	int pinned_alloc_serial;
+	double memory_bytes;
 	struct slowdown slow[MAXSLOW];
 	int nslow;
 	struct slowdown work[MAXSLOW]; /* host_work_s.NAME: a = seconds per call */
@@ -176,6 +177,8 @@ static int parse_line(char *line, const char *path, int lineno, sp_err_t *err)
 		hm.pinned_alloc_gpu = x;
 	else if (strcmp(key, "starved_gpu_slowdown") == 0 && x > 0)
 		hm.starved_gpu = x;
+	else if (strcmp(key, "memory_bytes") == 0 && x >= 1)
+		hm.memory_bytes = x;
 	else if (strcmp(key, "pinned_alloc_serial") == 0 && (x == 0 || x == 1))
 		hm.pinned_alloc_serial = (int)x;
 	else
@@ -217,6 +220,11 @@ int sp_sim_host_init(const char *pmdir, const char *host, const char *path, sp_e
 const char *sp_sim_host_file(void)
 {
 	return hm.loaded ? hm.file : NULL;
+}
+
+unsigned long long sp_sim_host_memory(void)
+{
+	return hm.loaded ? (unsigned long long)hm.memory_bytes : 0;
 }
 
 /* Whether the stand-in runs a task (StarPU also calls a reduction's init and

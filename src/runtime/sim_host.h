@@ -41,6 +41,9 @@
  *   `pinned_alloc_serial = 1` the item buffers' pinned allocations
  *   (sp_sim_buffer_malloc()) run one at a time, as a real GPU node's first
  *   wave of items appeared to (doc/scheduling.md).
+ * - The node's main memory: `memory_bytes`, which bounds the items in
+ *   flight (the batch's memory limit) as the node's memory would, not this
+ *   machine's (sp_sim_host_memory()).
  *
  * Without the file (or in `starpipe`, where tasks really run) all of this is
  * off and a simulated task takes its model's time, as StarPU charges it.
@@ -60,6 +63,9 @@ int sp_sim_host_init(const char *pmdir, const char *host, const char *path, sp_e
 
 /* The file loaded, or NULL. */
 const char *sp_sim_host_file(void);
+
+/* The simulated node's main memory in bytes (`memory_bytes`), or 0. */
+unsigned long long sp_sim_host_memory(void);
 
 /* The codelets' stand-ins (SP_CODELET in a SimGrid build).  The CPU one
  * (STARPU_CODELET_SIMGRID_EXECUTE) charges the task's model time with the
@@ -89,6 +95,7 @@ int sp_sim_buffer_malloc(void **p, size_t bytes);
  * node, and unpinning it is the driver thread's work. */
 void sp_data_unregister(starpu_data_handle_t h);
 #else
+static inline unsigned long long sp_sim_host_memory(void) { return 0; }
 static inline void sp_data_unregister(starpu_data_handle_t h)
 {
 	starpu_data_unregister(h);
