@@ -217,7 +217,7 @@ void sp__route_describe(const struct sp_route *r, FILE *f)
 			fprintf(f, ", mean %.3f s per item", r->mean_s[l]);
 		if (l > 0 && r->refused_t1[l] > 0)
 			fprintf(f, "; then refused: %.3f s an item%s against %.3f s for the other lane "
-				   "to end the items left", r->refused_t1[l],
+				   "to end the items left and those in its hands", r->refused_t1[l],
 				r->done[l] > 0 ? "" : " (the prior)", r->refused_rest[l]);
 		fputc('\n', f);
 	}
