@@ -196,7 +196,7 @@ static void print_batch_report(const char *pipeline, const sp_runtime_batch_t *b
 
 void sp_runtime_print_report(const char *pipeline, const sp_runtime_batch_t *batch)
 {
-	double wall = sp_now_s() - sp__rt.t0;
+	double wall = sp_runtime_elapsed_s();
 	unsigned nw = starpu_worker_get_count();
 	char name[64];
 
@@ -349,7 +349,7 @@ static void write_own_figures(sp_json_t *j, double wall)
 int sp_runtime_write_report(const char *path, const char *pipeline, const char *items_json,
 			    const sp_runtime_batch_t *batch, const char *cluster_json, sp_err_t *err)
 {
-	double wall = sp_now_s() - sp__rt.t0; /* under MPI, the batch's: see print_batch_report */
+	double wall = sp_runtime_elapsed_s(); /* under MPI, the batch's: see print_batch_report */
 	unsigned n[2] = { sp_runtime_ncpu_workers(), sp_runtime_ncuda_workers() };
 	unsigned long long tasks;
 	double busy;
@@ -363,6 +363,15 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	sp_json_kv_str(j, "pipeline", pipeline);
 	sp_json_kv_str(j, "starpipe_version", PACKAGE_VERSION);
 	sp_json_kv_num(j, "wall_s", wall);
+#ifdef SP_SIMGRID
+	/* wall_s is the simulated node's; this machine's own time beside it */
+	sp_json_key(j, "simulated");
+	sp_json_raw(j, "true");
+	sp_json_kv_num(j, "host_wall_s", sp_now_s() - sp__rt.t0);
+	/* asked, and what the simulator ran (one per GPU) */
+	sp_json_kv_int(j, "workers_per_gpu_asked", sp__rt.workers_per_gpu_asked);
+	sp_json_kv_int(j, "workers_per_gpu_simulated", starpu_cuda_worker_get_count() > 0 ? 1 : 0);
+#endif
 	sp_json_kv_str(j, "scheduler", sp__rt.sched);
 	sp_json_kv_int(j, "cores", sp__rt.cores);
 	sp_json_kv_int(j, "starpu_maxcpus", STARPU_MAXCPUS);
@@ -453,7 +462,7 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	FILE *f = open_memstream(&text, &len);
 	if (f == NULL)
 		return sp_seterr(err, SP_ENOMEM, "%s: out of memory", path);
-	double wall = sp_now_s() - sp__rt.t0;
+	double wall = sp_runtime_elapsed_s();
 	starpu_pthread_mutex_lock(&sp__rt.lock);
 	double makespan = sp__rt.first_start_us > 0 ? (sp__rt.last_end_us - sp__rt.first_start_us) * 1e-6 : 0;
 	fprintf(f, "scheduler\t%s\ncpu_workers\t%u\ncuda_workers\t%u\n", sp__rt.sched,
@@ -531,6 +540,16 @@ int sp_runtime_write_tasks(const char *path, sp_err_t *err)
 }
 
 double sp_runtime_t0_wall(void) { return sp__rt.t0_wall; }
+
+double sp_runtime_elapsed_s(void)
+{
+#ifdef SP_SIMGRID
+	/* the simulated node's time, as the workers' busy times are */
+	return 1e-6 * (starpu_timing_now() - sp__rt.t0_clock_us);
+#else
+	return sp_now_s() - sp__rt.t0;
+#endif
+}
 double sp_runtime_t0_s(void) { return sp__rt.t0; }
 
 /* A metadata event naming a process (tid < 0) or one of its threads. */

@@ -339,6 +339,7 @@ static void session_begin(const sp_runtime_conf_t *c)
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	sp__rt.up = 1;
 	sp__rt.t0 = sp_now_s();
+	sp__rt.t0_clock_us = starpu_timing_now();
 	{
 		struct timespec w;
 		clock_gettime(CLOCK_REALTIME, &w);
@@ -370,6 +371,17 @@ int sp_runtime_init(const sp_runtime_conf_t *c, sp_err_t *err)
 		return ret;
 	if ((ret = after_init(c, err)) != 0)
 		return ret;
+	sp__rt.workers_per_gpu_asked = c->workers_per_gpu > 0 ? c->workers_per_gpu : 1;
+#ifdef SP_SIMGRID
+	/* StarPU 1.3's simulator runs one CUDA worker per GPU: its drivers
+	 * block under SimGrid, which caps STARPU_NWORKER_PER_CUDA at 1, and
+	 * its CUDA driver refuses concurrent kernels there.  Said, not
+	 * silent: the GPU's concurrency and heteroprio's per-worker shares
+	 * differ from a real node's (doc/scheduling.md). */
+	if (sp__rt.workers_per_gpu_asked > 1 && starpu_cuda_worker_get_count() > 0)
+		fprintf(stderr, "starpipe-sim: warning: %d CUDA workers per GPU asked, simulated as 1 "
+			"(StarPU's simulator runs one per GPU)\n", sp__rt.workers_per_gpu_asked);
+#endif
 	if ((ret = sp__lanes_start(c->lanes, c->cpu_lane, sp_runtime_ngpus(),
 				   !autosched || c->ncpus >= 0,
 				   c->pipeline, err)) != 0) {

@@ -163,6 +163,9 @@ int sp_runtime_write_trace(const char *path, char *const *events, size_t nevents
  * sp_runtime_write_trace() writes the union of such arrays, or this
  * process's own when events is NULL. */
 char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
+/* Seconds since sp_runtime_init(): the simulated node's under starpipe-sim
+ * (StarPU's clock, as the workers' busy times), else this machine's. */
+double sp_runtime_elapsed_s(void);
 /* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
 double sp_runtime_t0_wall(void);
 /* The same instant on sp_now_s()'s clock (src/base/clock.h). */

@@ -35,6 +35,7 @@ struct sp__trace_rec {
 struct sp__runtime {
 	int up;
 	double t0; /* monotonic seconds at init */
+	double t0_clock_us; /* StarPU's clock at init (simulated under starpipe-sim) */
 	double t0_wall; /* the same instant, wall-clock seconds (traces of several ranks) */
 	starpu_pthread_mutex_t lock;
 	struct sp__kstat k[SP__MAXKERNELS];
@@ -60,6 +61,7 @@ struct sp__runtime {
 	const char *node_type_from; /* sp_runtime_node_type's answer */
 	size_t ncodelets, ncalibrated; /* the graph's codelets, those with a calibrated footprint */
 	int calibrate;
+	int workers_per_gpu_asked; /* what the session asked (starpipe-sim runs 1) */
 	int record_versions;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
 	long cores;
