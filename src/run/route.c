@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "batch_int.h"
-#include "clock.h"
 #include "lanes.h"
+#include "runtime.h"
 
 /*
  * DESIGN.  The GPU lane (lane 0) takes every item it asks for.  A CPU lane
@@ -45,12 +45,10 @@
 
 #define ROUTE_PROBE_ITEMS 1
 
-static double starpu_clock_s(void) { return 1e-6 * starpu_timing_now(); }
-
 void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int nlanes)
 {
 	memset(r, 0, sizeof *r);
-	r->clock = starpu_clock_s;
+	r->clock = sp_runtime_elapsed_s; /* the simulated node's under starpipe-sim */
 	for (int l = 0; l < SP_MAX_LANES; l++)
 		for (int k = 0; k < SP_ROUTE_SLOTS; k++)
 			r->t0[l][k] = NAN;

@@ -550,7 +550,6 @@ double sp_runtime_elapsed_s(void)
 	return sp_now_s() - sp__rt.t0;
 #endif
 }
-double sp_runtime_t0_s(void) { return sp__rt.t0; }
 
 /* A metadata event naming a process (tid < 0) or one of its threads. */
 static void trace_meta(sp_json_t *j, const char *what, int pid, int tid, const char *label)

@@ -168,8 +168,6 @@ char *sp_runtime_trace_events(int pid, const char *label, double shift_us);
 double sp_runtime_elapsed_s(void);
 /* Wall-clock seconds (CLOCK_REALTIME) at sp_runtime_init(). */
 double sp_runtime_t0_wall(void);
-/* The same instant on sp_now_s()'s clock (src/base/clock.h). */
-double sp_runtime_t0_s(void);
 
 /* ---- performance models (models.c) ---- */
 
