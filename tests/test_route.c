@@ -248,6 +248,58 @@ static void test_one_lane(void **state)
 	sp__route_free(&r);
 }
 
+/* The GPU lane's workers join the CPU lane once: every item handed out,
+ * the GPU lane's all submitted, none of its GPU tasks left, and the CPU
+ * lane still running one; not before, not twice, not for an idle CPU lane. */
+static void test_join_when_the_gpu_lane_is_done(void **state)
+{
+	(void)state;
+	struct sp_route r;
+	const size_t drv[2] = { 2, 2 };
+	struct sp_route_ticket g[2], c;
+	init(&r, 3, drv, 2);
+	r.gpu_item_s = 10.0; /* the model: the CPU lane's 1 s item beats (R + B) x 10 s */
+	assert_int_equal(sp__route_take(&r, 0, 1, NAN, &g[0]), 1);
+	assert_int_equal(sp__route_take(&r, 1, 1, 1.0, &c), 1);
+	assert_false(sp__route_join_now(&r, 0)); /* an item left to hand out */
+	assert_int_equal(sp__route_take(&r, 0, 1, NAN, &g[1]), 1);
+	assert_int_equal(r.left, 0);
+	assert_false(sp__route_join_now(&r, 0)); /* the GPU lane's items still submitting */
+	sp__route_submitted(&r, 0);
+	sp__route_submitted(&r, 1); /* the CPU lane's own does not count */
+	assert_false(sp__route_join_now(&r, 0)); /* one GPU-lane item still submitting */
+	sp__route_submitted(&r, 0);
+	assert_false(sp__route_join_now(&r, 3)); /* 3 of its GPU tasks not ended */
+	now_s = 4.0;
+	assert_true(sp__route_join_now(&r, 0));
+	assert_true(r.joined_s == 4.0);
+	assert_int_equal(r.joined_items, 1);
+	assert_false(sp__route_join_now(&r, 0)); /* once */
+	sp__route_free(&r);
+	/* the CPU lane has nothing in flight: no join */
+	init(&r, 1, drv, 2);
+	assert_int_equal(sp__route_take(&r, 0, 1, NAN, &g[0]), 1);
+	sp__route_submitted(&r, 0);
+	assert_false(sp__route_join_now(&r, 0));
+	/* an item taken and released (none left to run) submits nothing */
+	struct sp_route r2;
+	init(&r2, 1, drv, 2);
+	r2.gpu_item_s = 10.0;
+	assert_int_equal(sp__route_take(&r2, 1, 1, 1.0, &c), 1);
+	assert_int_equal(sp__route_take(&r2, 0, 1, NAN, &g[0]), 1);
+	sp__route_release(&r2, 0, &g[0]);
+	assert_true(sp__route_join_now(&r2, 0));
+	sp__route_free(&r2);
+	/* one lane: never */
+	const size_t one[1] = { 2 };
+	init(&r2, 1, one, 1);
+	assert_int_equal(sp__route_take(&r2, 0, 1, NAN, &g[0]), 1);
+	sp__route_submitted(&r2, 0);
+	assert_false(sp__route_join_now(&r2, 0));
+	sp__route_free(&r2);
+	sp__route_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_rate_from_the_model),
 		cmocka_unit_test(test_measured_for_the_model),
 		cmocka_unit_test(test_one_lane),
+		cmocka_unit_test(test_join_when_the_gpu_lane_is_done),
 	};
 
 	cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -259,11 +259,15 @@ static void run_item(struct sp_batch *b, size_t idx)
 			      sig_name(atomic_load(&stop_signal)));
 	if (values == NULL) {
 		sp_status_set(&item->status, SP_ENOMEM, "%s: out of memory", item->path);
+		sp__route_submitted(&b->route, item->lane);
 	} else {
 		if (b->opts->verbose)
 			fprintf(stderr, "[starpipe] item %zu/%zu: %s\n", idx + 1, b->nitems,
 				item->path);
-		release_values(b, item, values, nslots, run_stages(b, item, values));
+		const size_t nrun = run_stages(b, item, values);
+		/* every task submitted (the router's join waits for it) */
+		sp__route_submitted(&b->route, item->lane);
+		release_values(b, item, values, nslots, nrun);
 		free(values);
 	}
 	commit_outputs(b, item);
@@ -302,6 +306,29 @@ struct driver {
 	struct sp_batch *b;
 	int lane;
 };
+
+/* The GPU lane's workers join the CPU lane once the GPU lane has no GPU
+ * work left (route.c): a thread that looks every JOIN_POLL_US while the
+ * CPU lane still has items (its tasks end the wait: none of the drivers,
+ * all waiting on their items' tasks, can).  NAN again when not made
+ * (STARPIPE_LANES_JOIN=0). */
+#define JOIN_POLL_US 2000
+static void *joiner_main(void *arg)
+{
+	struct sp_batch *b = arg;
+	while (!atomic_load(&b->drivers_done)) {
+		if (sp__route_join_now(&b->route, sp_runtime_gpu_lane_cuda_pending())) {
+			if (sp_runtime_lanes_join() == 0) {
+				starpu_pthread_mutex_lock(&b->route.lock);
+				b->route.joined_s = NAN;
+				starpu_pthread_mutex_unlock(&b->route.lock);
+			}
+			break;
+		}
+		starpu_usleep(JOIN_POLL_US); /* SimGrid's clock under starpipe-sim */
+	}
+	return NULL;
+}
 
 static void *driver_main(void *arg)
 {
@@ -543,12 +570,20 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	for (size_t t = 0; t < n; t++)
 		if (starpu_pthread_create(&th[started], NULL, driver_main, &drv[t]) == 0)
 			started++;
+	atomic_store(&b->drivers_done, 0);
+	starpu_pthread_t joiner;
+	const int joining = drivers[1] > 0 &&
+			    starpu_pthread_create(&joiner, NULL, joiner_main, b) == 0;
 	if (started == 0)
 		driver_main(&drv[0]);
 	for (size_t t = 0; t < started; t++)
 		starpu_pthread_join(th[t], NULL);
+	atomic_store(&b->drivers_done, 1);
+	if (joining)
+		starpu_pthread_join(joiner, NULL);
 	sp_dispatch_end();
 	starpu_task_wait_for_all();
+	sp_runtime_lanes_unjoin();
 	if (b->opts->verbose && nlanes > 1) {
 		if (!b->cpu_lane_ok)
 			fprintf(stderr, "[starpipe] cpu lane: no item (a stage cannot run on CPUs)\n");

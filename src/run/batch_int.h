@@ -53,6 +53,7 @@ struct sp_route {
 	size_t drivers[SP_MAX_LANES]; /* driver threads of each lane */
 	size_t taken[SP_MAX_LANES], declined[SP_MAX_LANES], done[SP_MAX_LANES];
 	size_t running[SP_MAX_LANES]; /* items taken and not yet ended */
+	size_t submitting[SP_MAX_LANES]; /* of those, items still submitting their tasks */
 	/* their start times (clock()), NAN in a free slot */
 	double t0[SP_MAX_LANES][SP_ROUTE_SLOTS];
 	double mean_s[SP_MAX_LANES];  /* exponential mean of the lane's item times */
@@ -62,6 +63,10 @@ struct sp_route {
 	/* the item model's GPU-lane seconds between items (NAN: none), used
 	 * until the GPU lane's first items in flight have ended */
 	double gpu_item_s;
+	/* when the GPU lane's workers joined the CPU lane (NAN: they did not),
+	 * and the CPU lane's items in flight then */
+	double joined_s;
+	size_t joined_items;
 	/* seconds on StarPU's clock (simulated under starpipe-sim); tests set
 	 * their own */
 	double (*clock)(void);
@@ -86,6 +91,14 @@ int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w,
 void sp__route_release(struct sp_route *r, int lane, const struct sp_route_ticket *tk);
 /* A taken item of lane has ended (now, on r->clock). */
 void sp__route_done(struct sp_route *r, int lane, const struct sp_route_ticket *tk);
+/* A taken item of lane has submitted all its tasks. */
+void sp__route_submitted(struct sp_route *r, int lane);
+/* 1 once a batch, when every item has been handed out, the GPU lane's
+ * have all submitted their tasks, none of those a GPU may run is left
+ * (gpu_cuda_pending: sp_runtime_gpu_lane_cuda_pending()), and the CPU lane
+ * still has items in flight: the caller then lets the GPU lane's workers
+ * take the CPU lane's tasks (sp_runtime_lanes_join()) to the batch's end. */
+int sp__route_join_now(struct sp_route *r, long gpu_cuda_pending);
 /* What the batch measured for the lanes' item model (lanes.h), from the
  * lanes' seconds per item: the CPU plan's core-seconds an item (times
  * ncpu[l], lane l's CPU workers; lane 0 too when it is the only lane and
@@ -121,6 +134,7 @@ struct sp_batch {
 	struct sp_route route;      /* the lanes' share of the items */
 	sp_lane_model_t lane_model; /* the lanes' item model when the batch began */
 	int cpu_lane_ok;            /* every stage can run on CPUs: the CPU lane may take items */
+	atomic_int drivers_done;    /* the drivers have ended (batch.c's joiner thread stops) */
 };
 
 /* plan.c: an item's planned outputs, collisions between items, temporaries

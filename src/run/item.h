@@ -130,12 +130,13 @@ void sp_taskctx_quiesce(sp_taskctx_t *ctx);
  * codelets/<pipeline>/<stage>_codelet.c calls starpu_task_insert,
  * starpu_task_build or starpu_task_submit (tests/stage-kinds.test).
  */
-#define sp_task_insert(ctx, ...)                                                     \
+#define sp_task_insert(ctx, cl, ...)                                                 \
 	__extension__({                                                              \
 		sp_taskctx_t *const sp__ti_ctx = (ctx);                              \
-		sp__task_submitting(sp__ti_ctx);                                     \
-		sp__task_submit_check(sp__ti_ctx, starpu_task_insert(                \
-				__VA_ARGS__, SP__TASK_ARGS(sp__ti_ctx), 0));         \
+		struct starpu_codelet *const sp__ti_cl = (cl);                       \
+		sp__task_submitting(sp__ti_ctx, sp__ti_cl);                          \
+		sp__task_submit_check(sp__ti_ctx, sp__ti_cl, starpu_task_insert(     \
+				sp__ti_cl, __VA_ARGS__, SP__TASK_ARGS(sp__ti_ctx), 0)); \
 	})
 #define sp_task_insert_joinable(ctx, taskp, ...)                                     \
 	__extension__({                                                              \
@@ -149,12 +150,12 @@ void sp_taskctx_quiesce(sp_taskctx_t *ctx);
 void sp_task_join(struct starpu_task **task);
 
 /* Internal to the macros above (src/run/task.c); not for stages. */
-/* Counts a task about to be submitted (before: it may end, and be counted
- * done, before the submission returns). */
-void sp__task_submitting(sp_taskctx_t *ctx);
+/* Counts a task of codelet cl about to be submitted (before: it may end,
+ * and be counted done, before the submission returns). */
+void sp__task_submitting(sp_taskctx_t *ctx, const struct starpu_codelet *cl);
 /* The one error path of task submission: ret is StarPU's return code;
  * returns 0, or records the failure in ctx->status and returns SP_ESTARPU. */
-int sp__task_submit_check(sp_taskctx_t *ctx, int ret);
+int sp__task_submit_check(sp_taskctx_t *ctx, const struct starpu_codelet *cl, int ret);
 /* Makes a built task (NULL: SP_ENOMEM) joinable, counts and submits it; sets
  * *out to it, or to NULL when submission failed (the task is destroyed). */
 int sp__task_submit_joinable(sp_taskctx_t *ctx, struct starpu_task **out,

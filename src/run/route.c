@@ -39,7 +39,16 @@
  * to end; without a prior once one has, they probe while at least
  * ROUTE_PROBE_ITEMS items per driver are left.  A driver that is refused
  * ends: the rule only tightens as items run out and the GPU lane's work
- * shrinks.  Under MPI the items left are rank 0's to count; a rank's CPU
+ * shrinks.  Once every item has been handed out while the CPU lane still
+ * runs some, the GPU lane's workers join the CPU lane's context
+ * (sp_runtime_lanes_join()): whole items would leave the CPU lane's last
+ * ones to its own cores while the GPU idles between its lane's last
+ * tasks and after them.  A worker in both contexts pops its own lane's
+ * tasks first (StarPU pops the first context in its list with tasks
+ * counted, the initial one first), the CPU lane's when it has none.
+ * Joining earlier costs more than it gains: the GPU lane's items then
+ * wait behind the CPU lane's tasks (doc/scheduling.md, "Lanes").  Under
+ * MPI the items left are rank 0's to count; a rank's CPU
  * lane then takes what it asks for.
  */
 
@@ -53,6 +62,7 @@ void sp__route_init(struct sp_route *r, size_t items, const size_t *drivers, int
 		for (int k = 0; k < SP_ROUTE_SLOTS; k++)
 			r->t0[l][k] = NAN;
 	r->gpu_item_s = NAN;
+	r->joined_s = NAN;
 	starpu_pthread_mutex_init(&r->lock, NULL);
 	r->nlanes = nlanes;
 	r->left = items;
@@ -142,6 +152,7 @@ int sp__route_take(struct sp_route *r, int lane, int counted, double prior_w,
 	if (take) {
 		r->taken[lane]++;
 		r->running[lane]++;
+		r->submitting[lane]++;
 		int slot = 0;
 		while (slot < SP_ROUTE_SLOTS && !isnan(r->t0[lane][slot]))
 			slot++;
@@ -164,6 +175,8 @@ void sp__route_release(struct sp_route *r, int lane, const struct sp_route_ticke
 		return;
 	starpu_pthread_mutex_lock(&r->lock);
 	untime(r, lane, tk);
+	if (r->submitting[lane] > 0) /* it submitted nothing */
+		r->submitting[lane]--;
 	starpu_pthread_mutex_unlock(&r->lock);
 }
 
@@ -183,6 +196,30 @@ void sp__route_done(struct sp_route *r, int lane, const struct sp_route_ticket *
 	r->done[lane]++;
 	untime(r, lane, tk);
 	starpu_pthread_mutex_unlock(&r->lock);
+}
+
+void sp__route_submitted(struct sp_route *r, int lane)
+{
+	if (lane < 0 || lane >= SP_MAX_LANES)
+		return;
+	starpu_pthread_mutex_lock(&r->lock);
+	if (r->submitting[lane] > 0)
+		r->submitting[lane]--;
+	starpu_pthread_mutex_unlock(&r->lock);
+}
+
+int sp__route_join_now(struct sp_route *r, long gpu_cuda_pending)
+{
+	int join = 0;
+	starpu_pthread_mutex_lock(&r->lock);
+	if (r->nlanes > 1 && r->left == 0 && r->submitting[0] == 0 && gpu_cuda_pending <= 0 &&
+	    r->running[1] > 0 && isnan(r->joined_s)) {
+		r->joined_s = r->clock();
+		r->joined_items = r->running[1];
+		join = 1;
+	}
+	starpu_pthread_mutex_unlock(&r->lock);
+	return join;
 }
 
 void sp__route_measured(const struct sp_route *r, const unsigned *ncpu, const unsigned *ncuda,
@@ -219,4 +256,8 @@ void sp__route_describe(const struct sp_route *r, FILE *f)
 				r->done[l] > 0 ? "" : " (the prior)", r->refused_rest[l]);
 		fputc('\n', f);
 	}
+	if (!isnan(r->joined_s))
+		fprintf(f, "[starpipe] %s lane: no item and no GPU task left at %.3f s: its workers "
+			   "joined the cpu lane (%zu item(s) in flight there)\n",
+			sp_runtime_lane_name(0), r->joined_s, r->joined_items);
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <starpu.h>
@@ -43,7 +44,12 @@ static struct {
 	unsigned ncpu[SP_MAX_LANES], ncuda[SP_MAX_LANES];
 	char why[160];             /* lanes asked for but not made: the reason */
 	char split[200];           /* how the CPU lane's size was chosen */
-} lanes = { .n = 1 };
+	/* the GPU lane's workers that joined the CPU lane (sp_runtime_lanes_join) */
+	int joined[STARPU_NMAXWORKERS];
+	unsigned njoined, joined_cuda;
+	double joined_at_s; /* the last join's time (sp_runtime_elapsed_s), NAN: none */
+	unsigned joined_n;  /* and its workers */
+} lanes = { .n = 1, .joined_at_s = NAN };
 
 /* The CPU lane's size: cpu_lane when given, else all CPU workers but those
  * that feed the GPUs on a GPU node (above), else half of them. */
@@ -110,6 +116,47 @@ int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, int workers_given,
 	return 0;
 }
 
+static atomic_long gpu_cuda_pending;
+
+void sp_runtime_gpu_lane_cuda_tasks(int delta) { atomic_fetch_add(&gpu_cuda_pending, delta); }
+
+long sp_runtime_gpu_lane_cuda_pending(void) { return atomic_load(&gpu_cuda_pending); }
+
+int sp_runtime_lanes_join(void)
+{
+	const char *e = getenv("STARPIPE_LANES_JOIN");
+	if (lanes.n < 2 || lanes.njoined > 0 || (e != NULL && strcmp(e, "0") == 0))
+		return 0;
+	/* the initial context's workers that are not the CPU lane's: every
+	 * CUDA worker and the CPU workers the GPU lane kept (the first ones) */
+	int ids[STARPU_NMAXWORKERS];
+	const unsigned ncpu = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
+	unsigned n = 0;
+	for (unsigned i = 0; i + lanes.ncpu[1] < ncpu; i++)
+		lanes.joined[n++] = ids[i];
+	const unsigned ncuda = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+	for (unsigned i = 0; i < ncuda; i++)
+		lanes.joined[n++] = ids[i];
+	if (n == 0)
+		return 0;
+	starpu_sched_ctx_add_workers(lanes.joined, n, lanes.ctx[1]);
+	lanes.njoined = n;
+	lanes.joined_n = n;
+	lanes.joined_at_s = sp_runtime_elapsed_s();
+	lanes.joined_cuda = ncuda;
+	return (int)n;
+}
+
+void sp_runtime_lanes_unjoin(void)
+{
+	if (lanes.n < 2 || lanes.njoined == 0)
+		return;
+	/* every task has ended (the batch waited for them) */
+	starpu_sched_ctx_remove_workers(lanes.joined, lanes.njoined, lanes.ctx[1]);
+	lanes.njoined = 0;
+	lanes.joined_cuda = 0;
+}
+
 void sp__lanes_stop(void)
 {
 	/* every task has ended (sp_runtime_shutdown): the workers go back to
@@ -150,6 +197,13 @@ double sp_runtime_cpu_lane_prior_s(double core_s)
 }
 
 int sp_runtime_nlanes(void) { return lanes.n; }
+
+double sp_runtime_lanes_joined_s(unsigned *nworkers)
+{
+	if (nworkers != NULL)
+		*nworkers = lanes.joined_n;
+	return lanes.joined_at_s;
+}
 
 unsigned sp_runtime_lane_ctx(int lane)
 {

@@ -55,6 +55,21 @@ double sp_runtime_cpu_lane_prior_s(double core_s);
 double sp_runtime_cpu_busy_s(void);
 /* "gpu", "main" (lane 0 of a CPU-only node), "cpu", or "node" without lanes. */
 const char *sp_runtime_lane_name(int lane);
+/* The GPU lane's workers (its CUDA workers and the CPU workers it kept)
+ * join the CPU lane's context, so that they take the CPU lane's tasks once
+ * the GPU lane has no GPU work left (the router's call, route.c); the workers
+ * that joined (0: none, no CPU lane, joined already, or
+ * STARPIPE_LANES_JOIN=0).  The CUDA workers then run CPU-plan tasks. */
+int sp_runtime_lanes_join(void);
+/* When the last join was made (seconds since the runtime started), NAN
+ * if none; *nworkers its workers (the report's lanes). */
+double sp_runtime_lanes_joined_s(unsigned *nworkers);
+/* Undoes it at the batch's end, once every task has ended. */
+void sp_runtime_lanes_unjoin(void);
+/* The GPU lane's tasks that a GPU may run, submitted and not yet ended:
+ * the task layer adds 1 at each submission and -1 at each end (task.c). */
+void sp_runtime_gpu_lane_cuda_tasks(int delta);
+long sp_runtime_gpu_lane_cuda_pending(void);
 /* The -v line: each lane's workers and policy, or why lanes asked for were
  * not made; nothing when lanes are off. */
 void sp_runtime_lanes_describe(FILE *f);

@@ -388,6 +388,12 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 			sp_json_kv_int(j, "cpu_workers", sp_runtime_lane_ncpu(l));
 			sp_json_kv_int(j, "cuda_workers", sp_runtime_lane_ncuda(l));
 			sp_json_kv_str(j, "scheduler", l == 0 ? sp__rt.sched : "lws");
+			unsigned nj = 0;
+			const double js = sp_runtime_lanes_joined_s(&nj);
+			if (l == 0 && !isnan(js)) { /* its workers joined the CPU lane then */
+				sp_json_kv_num(j, "joined_cpu_lane_at_s", js);
+				sp_json_kv_int(j, "joined_workers", nj);
+			}
 			sp_json_end_object(j);
 		}
 		sp_json_end_array(j);
