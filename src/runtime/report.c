@@ -371,6 +371,15 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	/* asked, and what the simulator ran (one per GPU) */
 	sp_json_kv_int(j, "workers_per_gpu_asked", sp__rt.workers_per_gpu_asked);
 	sp_json_kv_int(j, "workers_per_gpu_simulated", starpu_cuda_worker_get_count() > 0 ? 1 : 0);
+	/* whether tools/fidelity's table vouches for this configuration */
+	{
+		const char *why;
+		const int valid = sp__sim_validation(&why);
+		sp_json_key(j, "validated");
+		sp_json_raw(j, valid ? "true" : "false");
+		if (!valid)
+			sp_json_kv_str(j, "validation", why);
+	}
 #endif
 	sp_json_kv_str(j, "scheduler", sp__rt.sched);
 	sp_json_kv_int(j, "cores", sp__rt.cores);
@@ -480,6 +489,9 @@ int sp_runtime_write_figures(const char *path, size_t failed, sp_err_t *err)
 	/* what the simulation charged beyond the models (sim_host.h) */
 	const char *hmf = sp_sim_host_file(), *slash = hmf != NULL ? strrchr(hmf, '/') : NULL;
 	fprintf(f, "sim_host_model\t%s\n", hmf == NULL ? "none" : slash != NULL ? slash + 1 : hmf);
+	const char *why;
+	const int valid = sp__sim_validation(&why);
+	fprintf(f, "validated\t%d\nvalidation\t%s\n", valid, valid ? "within the fidelity table" : why);
 #endif
 	/* tasks per stage per worker type, stages in order of first start */
 	for (size_t i = 0; i < sp__rt.nk; i++) {

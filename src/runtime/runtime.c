@@ -336,6 +336,7 @@ static int after_init(const sp_runtime_conf_t *c, sp_err_t *err)
 /* The session's clocks, trace, bound and progress. */
 static void session_begin(const sp_runtime_conf_t *c)
 {
+	snprintf(sp__rt.pipeline, sizeof sp__rt.pipeline, "%s", c->pipeline != NULL ? c->pipeline : "");
 	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
 	sp__rt.up = 1;
 	sp__rt.t0 = sp_now_s();
@@ -468,11 +469,55 @@ int sp_runtime_at_shutdown(void (*fn)(void))
 	return rc;
 }
 
+#ifdef SP_SIMGRID
+static struct {
+	int done, ok;
+	char why[256];
+} validation;
+#endif
+
+int sp__sim_validation(const char **why)
+{
+#ifdef SP_SIMGRID
+	if (!validation.done) {
+		const char *ks[SP__MAXKERNELS];
+		size_t nk = 0;
+		starpu_pthread_mutex_lock(&sp__rt.lock);
+		for (size_t i = 0; i < sp__rt.nk && nk < SP__MAXKERNELS; i++)
+			if (sp__rt.k[i].ntasks[0] + sp__rt.k[i].ntasks[1] > 0)
+				ks[nk++] = sp__rt.k[i].kernel;
+		starpu_pthread_mutex_unlock(&sp__rt.lock);
+		validation.ok = sp_sim_validated(sp__rt.pmdir, getenv("STARPU_HOSTNAME"),
+						 sp__rt.pipeline, sp__rt.sched,
+						 starpu_cpu_worker_get_count(),
+						 starpu_cuda_worker_get_count(), ks, nk, validation.why,
+						 sizeof validation.why);
+		validation.done = 1;
+	}
+	if (why != NULL)
+		*why = validation.why;
+	return validation.ok;
+#else
+	if (why != NULL)
+		*why = "";
+	return 1;
+#endif
+}
+
 void sp_runtime_shutdown(void)
 {
 	if (!sp__rt.up)
 		return;
 	starpu_task_wait_for_all();
+#ifdef SP_SIMGRID
+	/* one line: where the fidelity table cannot vouch for this run */
+	{
+		const char *why;
+		if (!sp__sim_validation(&why))
+			fprintf(stderr, "starpipe-sim: warning: not validated: %s (tools/fidelity; "
+				"doc/scheduling.md, section 3)\n", why);
+	}
+#endif
 	sp__progress_stop();
 	sp_bound_end();
 	sp__runtime_update_versions();

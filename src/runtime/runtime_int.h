@@ -58,6 +58,7 @@ struct sp__runtime {
 	int heteroprio; /* task priorities are sched_hp.h buckets */
 	char pmdir[4096];   /* the performance models' folder */
 	char node_type[256]; /* STARPU_HOSTNAME: the models' and bus files' name */
+	char pipeline[64];   /* the graph's (the simulator's validated envelope) */
 	const char *node_type_from; /* sp_runtime_node_type's answer */
 	size_t ncodelets, ncalibrated; /* the graph's codelets, those with a calibrated footprint */
 	int calibrate;
@@ -96,6 +97,10 @@ void sp__models_census(const struct sp_graph *g);
  * pipeline: the graph's, whose item model gives the split); 0
  * or SP_ESTARPU.  Before starpu_shutdown, once every task has ended: the
  * contexts deleted. */
+/* starpipe-sim: whether this run lies in the validated envelope
+ * (sp_sim_validated), computed once the tasks have run; *why the reason
+ * when not.  1 in starpipe (nothing simulated). */
+int sp__sim_validation(const char **why);
 int sp__lanes_start(int mode, int cpu_lane, unsigned ngpus, int workers_given,
 		    const char *pipeline, sp_err_t *err);
 void sp__lanes_stop(void);

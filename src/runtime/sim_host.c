@@ -388,3 +388,78 @@ void sp_data_unregister(starpu_data_handle_t h)
 		starpu_sleep((float)s);
 }
 #endif
+
+/* ---- the validated envelope (tools/fidelity) ---- */
+
+/* A configuration a real run validated: tools/fidelity's table, the runs
+ * it simulated within VALID_ERROR of their measurement. */
+#define VALID_ERROR 0.25
+
+/* Whether `kernel` has an ESTIMATED entry for host in
+ * PMDIR/starpipe-estimated.tsv (tools/sim-node, tools/fit-cpu-models). */
+static int estimated(const char *pmdir, const char *host, const char *kernel)
+{
+	char path[4200], line[1024];
+	snprintf(path, sizeof path, "%s/starpipe-estimated.tsv", pmdir);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	int found = 0;
+	const size_t lk = strlen(kernel), lh = strlen(host);
+	while (!found && fgets(line, sizeof line, f) != NULL)
+		found = line[0] != '#' && strncmp(line, kernel, lk) == 0 && line[lk] == '\t' &&
+			strncmp(line + lk + 1, host, lh) == 0 && line[lk + 1 + lh] == '\t';
+	fclose(f);
+	return found;
+}
+
+int sp_sim_validated(const char *pmdir, const char *host, const char *pipeline,
+		     const char *sched, unsigned ncpu, unsigned ncuda, const char *const *kernels,
+		     size_t nk, char *why, size_t n)
+{
+	if (pmdir == NULL || host == NULL) {
+		snprintf(why, n, "no platform named (STARPU_HOSTNAME)");
+		return 0;
+	}
+	for (size_t i = 0; i < nk; i++)
+		if (kernels[i] != NULL && estimated(pmdir, host, kernels[i])) {
+			snprintf(why, n, "a model of %s on %s is ESTIMATED (starpipe-estimated.tsv)",
+				 kernels[i], host);
+			return 0;
+		}
+	if (!hm.loaded) {
+		snprintf(why, n, "no host model (the fidelity table's runs had %s's)", host);
+		return 0;
+	}
+	char path[4200], line[1024];
+	snprintf(path, sizeof path, "%s/starpipe-sim/%s.validated", pmdir, host);
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		snprintf(why, n, "no validated runs for %s (%s: %s)", host, path, strerror(errno));
+		return 0;
+	}
+	int ok = 0, same_pipe = 0, same_sched = 0;
+	while (!ok && fgets(line, sizeof line, f) != NULL) {
+		char p[64], s[64];
+		unsigned c, g;
+		double e;
+		if (line[0] == '#' || sscanf(line, "%63s %63s %u %u %lf", p, s, &c, &g, &e) != 5)
+			continue;
+		if (strcmp(p, pipeline) != 0 || !(fabs(e) <= VALID_ERROR))
+			continue;
+		same_pipe = 1;
+		if (strcmp(s, sched) != 0 || (g > 0) != (ncuda > 0))
+			continue;
+		same_sched = 1;
+		/* a neighbour: as many CPU workers within a factor 2 */
+		ok = 2 * ncpu >= c && ncpu <= 2 * c;
+	}
+	fclose(f);
+	if (!ok)
+		snprintf(why, n, "%s", !same_pipe ? "no real run of this pipeline simulated within 25 %"
+				      : !same_sched ? "no real run of this scheduler and worker types "
+						      "simulated within 25 %"
+						    : "no real run with about as many CPU workers (within "
+						      "2x) simulated within 25 %");
+	return ok;
+}

@@ -67,6 +67,18 @@ const char *sp_sim_host_file(void);
 /* The simulated node's main memory in bytes (`memory_bytes`), or 0. */
 unsigned long long sp_sim_host_memory(void);
 
+/* Whether a simulated run lies in the envelope the fidelity table validated
+ * (tools/fidelity writes PMDIR/starpipe-sim/HOST.validated: pipeline,
+ * scheduler, CPU and CUDA workers, error of each real run it simulated):
+ * 1 iff the host model is loaded, no kernel that ran (kernels[0..nk)) has
+ * an ESTIMATED model for host, and a run of the same pipeline and
+ * scheduler, with GPUs iff this one has them and a CPU-worker count
+ * within a factor 2 of ncpu, simulated within 25 % of its measurement.
+ * Else 0, and why says what is missing (one line). */
+int sp_sim_validated(const char *pmdir, const char *host, const char *pipeline,
+		     const char *sched, unsigned ncpu, unsigned ncuda, const char *const *kernels,
+		     size_t nk, char *why, size_t n);
+
 /* The codelets' stand-ins (SP_CODELET in a SimGrid build).  The CPU one
  * (STARPU_CODELET_SIMGRID_EXECUTE) charges the task's model time with the
  * host model applied.  The CUDA one is asynchronous, as the real codelets

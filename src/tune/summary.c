@@ -240,6 +240,21 @@ static void summary_head(const tune_t *t, FILE *f)
 	else if (hm != NULL)
 		fprintf(f, "without a host model: the models' times alone, as if no task slowed "
 			"another (doc/scheduling.md)\n");
+	/* the runs the fidelity table does not vouch for (results.csv's
+	 * validated column), with the first one's reason */
+	size_t nbad = 0, nsim = 0;
+	const char *why = NULL;
+	for (size_t i = 0; i < t->nrows; i++) {
+		const char *v = tune_fig(&t->rows[i], "validated");
+		if (v == NULL || v[0] == '\0')
+			continue;
+		nsim++;
+		if (strcmp(v, "0") == 0 && nbad++ == 0)
+			why = tune_fig(&t->rows[i], "validation");
+	}
+	if (nbad > 0)
+		fprintf(f, "warning: %zu of %zu simulated run(s) not validated (results.csv's validated "
+			"column): %s (tools/fidelity)\n", nbad, nsim, why != NULL ? why : "");
 }
 
 /* the ranking table, one line per configuration */
