@@ -46,7 +46,7 @@ static struct {
 	char split[200];           /* how the CPU lane's size was chosen */
 	/* the GPU lane's workers that joined the CPU lane (sp_runtime_lanes_join) */
 	int joined[STARPU_NMAXWORKERS];
-	unsigned njoined, joined_cuda;
+	unsigned njoined;
 	double joined_at_s; /* the last join's time (sp_runtime_elapsed_s), NAN: none */
 	unsigned joined_n;  /* and its workers */
 } lanes = { .n = 1, .joined_at_s = NAN };
@@ -143,7 +143,6 @@ int sp_runtime_lanes_join(void)
 	lanes.njoined = n;
 	lanes.joined_n = n;
 	lanes.joined_at_s = sp_runtime_elapsed_s();
-	lanes.joined_cuda = ncuda;
 	return (int)n;
 }
 
@@ -154,7 +153,6 @@ void sp_runtime_lanes_unjoin(void)
 	/* every task has ended (the batch waited for them) */
 	starpu_sched_ctx_remove_workers(lanes.joined, lanes.njoined, lanes.ctx[1]);
 	lanes.njoined = 0;
-	lanes.joined_cuda = 0;
 }
 
 void sp__lanes_stop(void)

@@ -518,3 +518,31 @@ void sp__models_census(const sp_graph_t *g)
 		free(syms[i]);
 	}
 }
+
+sp_estimated_t *sp_runtime_estimated_read(const char *dir, const char *host, size_t *n)
+{
+	char path[4200], *line = NULL, hst[256];
+	size_t cap = 0;
+	sp_estimated_t *e = NULL;
+	*n = 0;
+	snprintf(path, sizeof path, "%s/starpipe-estimated.tsv", dir);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return NULL;
+	while (getline(&line, &cap, f) > 0) {
+		sp_estimated_t x;
+		if (line[0] == '#' ||
+		    sscanf(line, "%127[^\t]\t%255[^\t]\t%15[^\t]\t%lx\t%lu\t%lf\t%127[^\n]", x.sym, hst,
+			   x.worker, &x.fp, &x.n, &x.mean_us, x.origin) != 7 ||
+		    strcmp(hst, host) != 0)
+			continue;
+		sp_estimated_t *ne = realloc(e, (*n + 1) * sizeof *ne);
+		if (ne == NULL)
+			break;
+		e = ne;
+		e[(*n)++] = x;
+	}
+	free(line);
+	fclose(f);
+	return e;
+}

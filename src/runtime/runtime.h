@@ -233,6 +233,17 @@ int sp_runtime_model_rows(const char *dir, const char *const *symbols, size_t n,
 int sp_runtime_models(const char *dir, const char *node_type_from, const char *const *symbols,
 		      size_t n, FILE *out, sp_err_t *err);
 
+/* One line of PMDIR/starpipe-estimated.tsv: a model entry tools/sim-node or
+ * tools/fit-cpu-models wrote for a node that never measured it. */
+typedef struct sp_estimated {
+	char sym[128], worker[16], origin[128];
+	unsigned long fp, n;
+	double mean_us;
+} sp_estimated_t;
+/* The entries for host in dir's starpipe-estimated.tsv, *n of them (NULL
+ * when none, or the file is missing); the caller frees them. */
+sp_estimated_t *sp_runtime_estimated_read(const char *dir, const char *host, size_t *n);
+
 /* What the session found of its graph's models before it started
  * (conf.graph; all zero without one): the node type, where it came from,
  * and how many of the graph's codelets have a calibrated footprint (one

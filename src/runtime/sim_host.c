@@ -1,6 +1,7 @@
 /* starpipe-sim's host model (sim_host.h): contention, starvation, host work. */
 #define _GNU_SOURCE
 #include "sim_host.h"
+#include "runtime.h"
 #include "runtime_int.h"
 
 #ifdef SP_SIMGRID
@@ -395,24 +396,6 @@ void sp_data_unregister(starpu_data_handle_t h)
  * it simulated within VALID_ERROR of their measurement. */
 #define VALID_ERROR 0.25
 
-/* Whether `kernel` has an ESTIMATED entry for host in
- * PMDIR/starpipe-estimated.tsv (tools/sim-node, tools/fit-cpu-models). */
-static int estimated(const char *pmdir, const char *host, const char *kernel)
-{
-	char path[4200], line[1024];
-	snprintf(path, sizeof path, "%s/starpipe-estimated.tsv", pmdir);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	int found = 0;
-	const size_t lk = strlen(kernel), lh = strlen(host);
-	while (!found && fgets(line, sizeof line, f) != NULL)
-		found = line[0] != '#' && strncmp(line, kernel, lk) == 0 && line[lk] == '\t' &&
-			strncmp(line + lk + 1, host, lh) == 0 && line[lk + 1 + lh] == '\t';
-	fclose(f);
-	return found;
-}
-
 int sp_sim_validated(const char *pmdir, const char *host, const char *pipeline,
 		     const char *sched, unsigned ncpu, unsigned ncuda, const char *const *kernels,
 		     size_t nk, char *why, size_t n)
@@ -421,12 +404,19 @@ int sp_sim_validated(const char *pmdir, const char *host, const char *pipeline,
 		snprintf(why, n, "no platform named (STARPU_HOSTNAME)");
 		return 0;
 	}
+	/* any entry of a codelet that ran (its footprints are not known
+	 * here): the model may still hold the estimate */
+	size_t ne = 0;
+	sp_estimated_t *est = sp_runtime_estimated_read(pmdir, host, &ne);
 	for (size_t i = 0; i < nk; i++)
-		if (kernels[i] != NULL && estimated(pmdir, host, kernels[i])) {
-			snprintf(why, n, "a model of %s on %s is ESTIMATED (starpipe-estimated.tsv)",
-				 kernels[i], host);
-			return 0;
-		}
+		for (size_t k = 0; k < ne && kernels[i] != NULL; k++)
+			if (strcmp(est[k].sym, kernels[i]) == 0) {
+				snprintf(why, n, "a model of %s on %s is ESTIMATED (starpipe-estimated.tsv)",
+					 kernels[i], host);
+				free(est);
+				return 0;
+			}
+	free(est);
 	if (!hm.loaded) {
 		snprintf(why, n, "no host model (the fidelity table's runs had %s's)", host);
 		return 0;

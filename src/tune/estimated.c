@@ -19,15 +19,9 @@
 
 #include "error.h"
 #include "fsutil.h"
+#include "runtime.h"
 #include "tune.h"
 #include "tune_int.h"
-
-/* One line of PMDIR/starpipe-estimated.tsv (tools/sim-node). */
-typedef struct est_entry {
-	char sym[128], worker[16], origin[128];
-	unsigned long fp, n;
-	double mean_us;
-} est_entry_t;
 
 /* The host name StarPU files the models under (its _starpu_gethostname):
  * STARPU_HOSTNAME, else this machine's name up to its first dot. */
@@ -44,35 +38,6 @@ static void models_host(char *buf, size_t len)
 	buf[strcspn(buf, ".")] = '\0';
 }
 
-/* tools/sim-node's entries for host in dir; *n of them (NULL when none). */
-static est_entry_t *read_estimated(const char *dir, const char *host, size_t *n)
-{
-	char path[4200], *line = NULL, hst[256];
-	size_t cap = 0;
-	est_entry_t *e = NULL;
-	*n = 0;
-	snprintf(path, sizeof path, "%s/starpipe-estimated.tsv", dir);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return NULL;
-	while (getline(&line, &cap, f) > 0) {
-		est_entry_t x;
-		if (line[0] == '#' ||
-		    sscanf(line, "%127[^\t]\t%255[^\t]\t%15[^\t]\t%lx\t%lu\t%lf\t%127[^\n]", x.sym, hst,
-			   x.worker, &x.fp, &x.n, &x.mean_us, x.origin) != 7 ||
-		    strcmp(hst, host) != 0)
-			continue;
-		est_entry_t *ne = realloc(e, (*n + 1) * sizeof *ne);
-		if (ne == NULL)
-			break;
-		e = ne;
-		e[(*n)++] = x;
-	}
-	free(line);
-	fclose(f);
-	return e;
-}
-
 void sp_tune_flag_estimated(const char *listing, FILE *out)
 {
 	char dir[4096], host[256];
@@ -83,7 +48,7 @@ void sp_tune_flag_estimated(const char *listing, FILE *out)
 		return;
 	}
 	models_host(host, sizeof host);
-	est_entry_t *e = read_estimated(dir, host, &ne);
+	sp_estimated_t *e = sp_runtime_estimated_read(dir, host, &ne);
 	for (const char *p = listing; *p != '\0';) {
 		size_t len = strcspn(p, "\n");
 		const char *fpp = memmem(p, len, " 0x", 3);
@@ -91,7 +56,7 @@ void sp_tune_flag_estimated(const char *listing, FILE *out)
 		const char *arch = p + symlen + strspn(p + symlen, " ");
 		unsigned fp, n;
 		double ms;
-		const est_entry_t *hit = NULL;
+		const sp_estimated_t *hit = NULL;
 		if (p[0] != '#' && fpp != NULL && sscanf(fpp, " 0x%x %u %lf ms", &fp, &n, &ms) == 3)
 			for (size_t i = 0; i < ne && hit == NULL; i++)
 				if (strlen(e[i].sym) == symlen && strncmp(e[i].sym, p, symlen) == 0 &&
