@@ -462,6 +462,164 @@ static void test_param_variable_errors(void **state)
 		     "stage 'a' (t.src) is missing required parameter 'file'");
 }
 
+
+/* Writes text to a fresh file in dir, named name; returns its path in buf. */
+static const char *put_file(const char *dir, const char *name, const char *text, char *buf,
+			    size_t len)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+	FILE *f = fopen(buf, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return buf;
+}
+
+/* The graph of the manifest tests: n is typed (an int in [1, 1000]). */
+static sp_graph_t *manifest_graph(const char *manifest, sp_diag_t *d)
+{
+	char text[1024];
+	int rc;
+	snprintf(text, sizeof text,
+		 "starpipe: 1\npipeline: t\nparams:\n  n: 7\n  file: in.npy\n  label: lbl\n"
+		 "inputs:\n  manifest: \"%s\"\n"
+		 "stages:\n  a:\n    uses: t.src\n  b:\n    uses: t.map\n    in: {in: a.out}\n",
+		 manifest);
+	sp_graph_t *g = load(text, d, &rc);
+	if (rc != 0)
+		sp_diag_print(d, stderr);
+	assert_int_equal(rc, 0);
+	return g;
+}
+
+static void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* A manifest's columns: header, rows, empty fields, folders, errors at
+ * line:col, the packed form, and each row's graph with its values over
+ * the graph's (typed, range-checked). */
+static void test_manifest_columns(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/sp-manifest.XXXXXX", path[256];
+	assert_non_null(mkdtemp(dir));
+	put_file(dir, "m.tsv",
+		 "# a comment, then the header\n"
+		 "item\tn\tlabel\n"
+		 "x.npy\t12\tfirst\n"
+		 "\n"
+		 "sub/y.npy\t\tsecond\n"
+		 "/abs/z.npy  \t 900 \t\n"
+		 "folder\t5\t\n",
+		 path, sizeof path);
+	sp_diag_t d;
+	sp_graph_t *g = manifest_graph(path, &d);
+	char **items;
+	size_t n;
+	sp_item_table_t t;
+	sp_err_t err = { 0 };
+	assert_int_equal(sp_graph_items_table(g, &items, &n, &t, &err), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(t.ncols, 2);
+	assert_string_equal(t.cols[0], "n");
+	assert_string_equal(t.cols[1], "label");
+	snprintf(path, sizeof path, "%s/x.npy", dir);
+	assert_string_equal(items[0], path);
+	assert_string_equal(items[2], "/abs/z.npy");
+	assert_int_equal(t.lines[1], 5);
+	assert_null(t.vals[1 * 2 + 0]);              /* empty: keeps the variable */
+	assert_string_equal(t.vals[2 * 2 + 0], "900"); /* trimmed */
+	/* lookups: the row itself, a file under a folder row, none */
+	assert_int_equal(sp_item_table_find(&t, items[1]), 1);
+	snprintf(path, sizeof path, "%s/folder/deep/f.npy", dir);
+	assert_int_equal(sp_item_table_find(&t, path), 3);
+	assert_int_equal(sp_item_table_find(&t, "/elsewhere/x.npy"), SIZE_MAX);
+	/* each row's graph: its values over g's */
+	sp_graph_t *v = NULL;
+	assert_int_equal(sp_graph_variant(g, &t, 0, &v, &err), 0);
+	assert_int_equal(((const struct src_params *)v->stages[0].typed)->n, 12);
+	assert_string_equal(sp_gstage_param(&v->stages[1], "label")->text, "first");
+	sp_graph_free(&v);
+	assert_int_equal(sp_graph_variant(g, &t, 1, &v, &err), 0);
+	assert_int_equal(((const struct src_params *)v->stages[0].typed)->n, 7); /* g's */
+	assert_string_equal(sp_gstage_param(&v->stages[1], "label")->text, "second");
+	sp_graph_free(&v);
+	assert_int_equal(((const struct src_params *)g->stages[0].typed)->n, 7); /* g untouched */
+	/* packed and back: the same table */
+	char **pk;
+	size_t np;
+	sp_item_table_t u;
+	assert_int_equal(sp_item_table_pack(&t, &pk, &np), 0);
+	assert_int_equal(sp_item_table_unpack(pk, np, &u), 0);
+	assert_int_equal(u.nrows, t.nrows);
+	assert_int_equal(u.ncols, t.ncols);
+	for (size_t r = 0; r < t.nrows; r++) {
+		assert_string_equal(u.paths[r], t.paths[r]);
+		assert_int_equal(u.lines[r], t.lines[r]);
+		for (size_t c = 0; c < t.ncols; c++)
+			if (t.vals[r * 2 + c] == NULL)
+				assert_null(u.vals[r * 2 + c]);
+			else
+				assert_string_equal(u.vals[r * 2 + c], t.vals[r * 2 + c]);
+	}
+	assert_int_equal(sp_item_table_find(&u, path), 3);
+	sp_item_table_free(&u);
+	free_strv(pk, np);
+	sp_item_table_free(&t);
+	free_strv(items, n);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+
+	/* the errors, each at its manifest's line and column */
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{ "item\tn\tlabl\nx.npy\t1\ta\n", "m.tsv:1:8: column 'labl' names no variable of t.yaml's params: (did you mean 'label'?)" },
+		{ "item,n,n\nx.npy,1,2\n", "m.tsv:1:8: column 'n' given twice" },
+		{ "item,n\nx.npy,1\ny.npy,1,2\n", "m.tsv:3:9: 3 field(s), the header has 2" },
+		{ "item,n\n,1\n", "m.tsv:2:1: the row names no item" },
+		{ "item,n\nx.npy,1\nx.npy,2\n", "m.tsv:3: '" },
+		{ "item,n\nx.npy,abc\n", "m.tsv:2: " },
+		{ "item,n\nx.npy,5000\n", "m.tsv:2: " },
+		{ "item\tn\n", "lists no files" },
+	};
+	char dir2[] = "/tmp/sp-manifest.XXXXXX";
+	assert_non_null(mkdtemp(dir2));
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		put_file(dir2, "m.tsv", bad[k].text, path, sizeof path);
+		g = manifest_graph(path, &d);
+		memset(&err, 0, sizeof err);
+		int rc = sp_graph_items_table(g, &items, &n, &t, &err);
+		if (rc == 0) { /* a value: refused by the row's graph */
+			assert_int_equal(sp_graph_variant(g, &t, 0, &v, &err), SP_EGRAPH);
+			assert_null(v);
+			assert_non_null(strstr(err.msg, "x.npy's values: t.yaml:"));
+			free_strv(items, n);
+			sp_item_table_free(&t);
+		}
+		if (strstr(err.msg, bad[k].msg) == NULL)
+			fprintf(stderr, "# case %zu: %s\n", k, err.msg);
+		assert_non_null(strstr(err.msg, bad[k].msg));
+		sp_graph_free(&g);
+		sp_diag_free(&d);
+	}
+	/* one path per line, as before: no table, the same items */
+	put_file(dir2, "m.tsv", "a.npy\n# c\nitem\n", path, sizeof path);
+	g = manifest_graph(path, &d);
+	assert_int_equal(sp_graph_items_table(g, &items, &n, &t, &err), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(t.ncols, 0);
+	snprintf(path, sizeof path, "%s/item", dir2);
+	assert_string_equal(items[1], path);
+	free_strv(items, n);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_param_with_wins),
 		cmocka_unit_test(test_param_set_reaches),
 		cmocka_unit_test(test_param_variable_errors),
+		cmocka_unit_test(test_manifest_columns),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,7 @@ AM_TESTS_ENVIRONMENT += DESI_SIM='$(abs_top_builddir)/starpipe-desi-sim'; export
 	DESI_CRAFT='$(abs_top_builddir)/tests/desi-craft'; export DESI_CRAFT;
 
 # tests: end to end (with desi-craft's hand-made FITS files), and the units
-dist_check_SCRIPTS += tests/pipeline-desi.test
+dist_check_SCRIPTS += tests/pipeline-desi.test tests/manifest-desi.test
 check_PROGRAMS += tests/desi-craft
 tests_desi_craft_SOURCES = tests/desi-craft.c tests/desi_craft.h
 tests_desi_craft_LDADD = $(SP_LIBS)

@@ -47,6 +47,10 @@ const char cli_usage_text[] =
 	"  -s, --set NAME=VALUE     set a pipeline variable (see the graph's params:)\n"
 	"  -i, --input PATH         same as --set input=PATH\n"
 	"  -o, --output PATH        same as --set output=PATH\n"
+	"      --manifest FILE      the work items: FILE's lines, instead of the graph's\n"
+	"                           inputs:; a header `item NAME ...` (tab- or comma-\n"
+	"                           separated) makes columns that set the variable NAME\n"
+	"                           for each row's item (starpipe-graph(5))\n"
 	"Options of run (they override the graph's runtime: section):\n"
 	"      --sched NAME         StarPU scheduler (auto: heteroprio with GPUs, lws without)\n"
 	"      --ncpus N            CPU workers (-1: all cores)\n"
@@ -120,6 +124,7 @@ enum {
 	OPT_SIMCOUNT,
 	OPT_NODETYPE,
 	OPT_MAXRUNS,
+	OPT_MANIFEST,
 };
 
 int cli_usage_error(const char *fmt, const char *arg)
@@ -189,6 +194,7 @@ static const struct option lo[] = {
 	{ "sim-count", required_argument, NULL, OPT_SIMCOUNT },
 	{ "node-type", required_argument, NULL, OPT_NODETYPE },
 	{ "max-runs", required_argument, NULL, OPT_MAXRUNS },
+	{ "manifest", required_argument, NULL, OPT_MANIFEST },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -370,6 +376,7 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_SIMCOUNT: return opt_sim_count(arg);
 	case OPT_NODETYPE: return opt_node_type(c, arg);
 	case OPT_MAXRUNS: return opt_long("max-runs", arg, 1, 1000, &c->max_runs);
+	case OPT_MANIFEST: c->manifest = arg; return 0;
 	case OPT_JOURNAL: c->journal = arg; return 0;
 	case OPT_SHARD: return opt_shard(c, arg);
 	case OPT_MEMLIMIT: return opt_memory_limit(c, arg);

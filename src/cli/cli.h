@@ -36,8 +36,16 @@ struct cli {
 	double progress_every;
 	int quiet, verbose;
 	const char *node_type; /* --node-type; NULL: the default (sp_runtime_node_type) */
+	const char *manifest;  /* --manifest FILE: the items, instead of the graph's inputs: */
 	long max_runs;         /* calibrate --max-runs; 0: not given */
 };
+
+/* --manifest FILE: g's inputs become that manifest (run, validate, dot). */
+void cli_apply_manifest(const struct cli *c, sp_graph_t *g);
+/* validate: a manifest's columns (of the graph's inputs: or --manifest)
+ * checked against g, and every distinct row's values loaded: 0, or the
+ * problem said and EXIT_USAGE. */
+int cli_check_manifest(const struct cli *c, const sp_graph_t *g);
 
 /* args.c */
 int cli_parse_args(int argc, char **argv, struct cli *c);

@@ -48,10 +48,31 @@ int cli_apply_tiles(const struct cli *c, sp_graph_t *g)
 	return 0;
 }
 
-/* The batch's work items (malloc'd strings). */
+void cli_apply_manifest(const struct cli *c, sp_graph_t *g)
+{
+	if (c->manifest == NULL)
+		return;
+	for (size_t i = 0; i < g->nitems_spec; i++)
+		free(g->items_spec[i]);
+	free(g->items_spec);
+	g->items_spec = calloc(1, sizeof *g->items_spec);
+	if (g->items_spec == NULL || (g->items_spec[0] = strdup(c->manifest)) == NULL) {
+		fprintf(stderr, "starpipe: out of memory\n");
+		exit(1);
+	}
+	g->nitems_spec = 1;
+	g->items_kind = SP_ITEMS_MANIFEST;
+}
+
+/* The batch's work items (malloc'd strings); a manifest's columns, and
+ * the graph of each item (NULL: g) among the distinct rows' graphs. */
 struct items {
 	char **v;
 	size_t n;
+	sp_item_table_t tab;
+	sp_graph_t **graphs;   /* [n] */
+	sp_graph_t **variants; /* [nvariants], owned */
+	size_t nvariants;
 };
 
 static void items_free(struct items *it)
@@ -61,6 +82,143 @@ static void items_free(struct items *it)
 	free(it->v);
 	it->v = NULL;
 	it->n = 0;
+	for (size_t k = 0; k < it->nvariants; k++)
+		sp_graph_free(&it->variants[k]);
+	free(it->variants);
+	free(it->graphs);
+	sp_item_table_free(&it->tab);
+}
+
+/* A row's values as one string, to find the rows that share a graph. */
+static char *row_key(const sp_item_table_t *t, size_t r)
+{
+	size_t len = 1;
+	for (size_t c = 0; c < t->ncols; c++)
+		len += (t->vals[r * t->ncols + c] ? strlen(t->vals[r * t->ncols + c]) : 0) + 2;
+	char *k = malloc(len), *o = k;
+	if (k == NULL)
+		return NULL;
+	*o = '\0';
+	for (size_t c = 0; c < t->ncols; c++)
+		o += sprintf(o, "%c%s\x1f", t->vals[r * t->ncols + c] ? '=' : '-',
+			     t->vals[r * t->ncols + c] ? t->vals[r * t->ncols + c] : "");
+	return k;
+}
+
+static const char *const *sort_keys;
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(sort_keys[*(const size_t *)a], sort_keys[*(const size_t *)b]);
+}
+
+/* The graph of every distinct row of it->tab (g's, with the row's values:
+ * sp_graph_variant(), --tile applied), and each item's: the row that lists
+ * it or its folder.  A row whose values the graph refuses ends the command
+ * before anything runs (exit 2).  Rows with every field empty are g's. */
+static int item_graphs(const struct cli *c, const sp_graph_t *g, struct items *it)
+{
+	const sp_item_table_t *t = &it->tab;
+	if (t->ncols == 0)
+		return 0;
+	char **keys = calloc(t->nrows, sizeof *keys);
+	size_t *ord = calloc(t->nrows, sizeof *ord), *var = calloc(t->nrows, sizeof *var);
+	it->variants = calloc(t->nrows, sizeof *it->variants);
+	it->graphs = calloc(it->n ? it->n : 1, sizeof *it->graphs);
+	int status = 0;
+	if (keys == NULL || ord == NULL || var == NULL || it->variants == NULL || it->graphs == NULL)
+		status = 1;
+	for (size_t r = 0; status == 0 && r < t->nrows; r++)
+		if ((keys[r] = row_key(t, r)) == NULL)
+			status = 1;
+	if (status != 0)
+		fprintf(stderr, "starpipe: out of memory\n");
+	for (size_t r = 0; status == 0 && r < t->nrows; r++)
+		ord[r] = r;
+	if (status == 0) {
+		sort_keys = (const char *const *)keys;
+		qsort(ord, t->nrows, sizeof *ord, cmp_key);
+		sort_keys = NULL;
+	}
+	/* rows in key order: a new key loads its graph, from its first row */
+	for (size_t k = 0; status == 0 && k < t->nrows; k++) {
+		size_t r = ord[k];
+		if (k > 0 && strcmp(keys[r], keys[ord[k - 1]]) == 0) {
+			var[r] = var[ord[k - 1]];
+			continue;
+		}
+		size_t first = r;
+		for (size_t j = k + 1; j < t->nrows && strcmp(keys[ord[j]], keys[r]) == 0; j++)
+			first = ord[j] < first ? ord[j] : first;
+		int any = 0;
+		for (size_t col = 0; col < t->ncols; col++)
+			any |= t->vals[first * t->ncols + col] != NULL;
+		var[r] = SIZE_MAX; /* g's own */
+		if (!any)
+			continue;
+		sp_err_t err = { 0 };
+		sp_graph_t *v = NULL;
+		if (sp_graph_variant(g, t, first, &v, &err) != 0) {
+			cli_say("%s", err.msg);
+			status = EXIT_USAGE;
+		} else if ((status = cli_apply_tiles(c, v)) != 0) {
+			sp_graph_free(&v);
+		} else {
+			var[r] = it->nvariants;
+			it->variants[it->nvariants++] = v;
+		}
+	}
+	for (size_t i = 0; status == 0 && i < it->n; i++) {
+		size_t r = sp_item_table_find(t, it->v[i]);
+		it->graphs[i] = r != SIZE_MAX && var[r] != SIZE_MAX ? it->variants[var[r]] : NULL;
+	}
+	for (size_t r = 0; keys != NULL && r < t->nrows; r++)
+		free(keys[r]);
+	free(keys);
+	free(ord);
+	free(var);
+	return status;
+}
+
+/* An MPI rank takes rank 0's table, as it takes its items. */
+static int bcast_table(struct items *it, int *status)
+{
+	char **v = NULL;
+	size_t n = 0;
+	if (sp_cluster_rank() == 0 && *status == 0 && it->tab.ncols > 0 &&
+	    sp_item_table_pack(&it->tab, &v, &n) != 0)
+		return SP_ENOMEM;
+	if (sp_cluster_bcast_items(&v, &n, status) != 0)
+		return SP_ENOMEM;
+	int rc = 0;
+	if (sp_cluster_rank() != 0 && *status == 0 && n > 0) {
+		sp_item_table_free(&it->tab);
+		rc = sp_item_table_unpack(v, n, &it->tab);
+	}
+	for (size_t k = 0; k < n; k++)
+		free(v[k]);
+	free(v);
+	return rc;
+}
+
+int cli_check_manifest(const struct cli *c, const sp_graph_t *g)
+{
+	struct items it = { 0 };
+	sp_err_t err = { 0 };
+	if (g->items_kind != SP_ITEMS_MANIFEST)
+		return 0;
+	if (sp_graph_items_table(g, &it.v, &it.n, &it.tab, &err) != 0) {
+		/* a manifest not there yet is the run's business, not the graph's */
+		if (err.code != SP_EGRAPH) {
+			items_free(&it);
+			return 0;
+		}
+		cli_say("%s", err.msg);
+		items_free(&it);
+		return EXIT_USAGE;
+	}
+	int status = item_graphs(c, g, &it);
+	items_free(&it);
+	return status;
 }
 
 /* 1 when the command line set the graph's variable `input` (--input, or
@@ -83,7 +241,8 @@ static int collect_items(const struct cli *c, const sp_graph_t *g, struct items 
 {
 	sp_err_t err = { 0 };
 	int status = 0;
-	if ((c->nitems == 0 || input_set(c)) && sp_graph_items(g, &it->v, &it->n, &err) != 0) {
+	if ((c->nitems == 0 || input_set(c) || c->manifest != NULL) &&
+	    sp_graph_items_table(g, &it->v, &it->n, &it->tab, &err) != 0) {
 		cli_say("%s", err.msg);
 		status = err.code == SP_ENOENT ? EXIT_NO_INPUT : EXIT_USAGE;
 	}
@@ -119,10 +278,13 @@ static int collect_items(const struct cli *c, const sp_graph_t *g, struct items 
 			cli_say("%zu input(s) named a file already listed (%s); each file is one item",
 				nd, ex);
 	}
-	if (sp_cluster_size() > 1 && sp_cluster_bcast_items(&it->v, &it->n, &status) != 0) {
+	if (sp_cluster_size() > 1 && (sp_cluster_bcast_items(&it->v, &it->n, &status) != 0 ||
+				       bcast_table(it, &status) != 0)) {
 		fprintf(stderr, "starpipe: out of memory sharing the batch's items\n");
 		sp_cluster_abort(1);
 	}
+	if (status == 0)
+		status = item_graphs(c, g, it);
 	return status;
 }
 
@@ -148,7 +310,8 @@ static int drop_outputs_of_batch(const struct cli *c, const sp_graph_t *g, struc
 		fprintf(stderr, "starpipe: out of memory\n");
 		return 1;
 	}
-	if (sp_run_plan_inputs(g, it->v, it->n, prod, &err) != 0) {
+	if (sp_run_plan_inputs(g, (const sp_graph_t *const *)it->graphs, it->v, it->n, prod,
+			       &err) != 0) {
 		free(prod);
 		cli_say("%s", err.msg);
 		return EXIT_USAGE;
@@ -165,6 +328,8 @@ static int drop_outputs_of_batch(const struct cli *c, const sp_graph_t *g, struc
 	char ex_item[512] = "", ex_prod[512] = "";
 	for (size_t i = 0; i < it->n && status == 0; i++) {
 		if (prod[i] == SIZE_MAX) {
+			if (it->graphs != NULL)
+				it->graphs[keep] = it->graphs[i];
 			it->v[keep++] = it->v[i];
 			continue;
 		}
@@ -219,7 +384,7 @@ static int plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it
 	int dropped = drop_outputs_of_batch(c, g, it);
 	if (dropped != 0)
 		return dropped;
-	if (sp_run_plan_check(g, it->v, it->n, &err) != 0) {
+	if (sp_run_plan_check(g, (const sp_graph_t *const *)it->graphs, it->v, it->n, &err) != 0) {
 		cli_say("%s", err.msg);
 		return EXIT_USAGE;
 	}
@@ -503,6 +668,7 @@ int cli_cmd_run(struct cli *c, sp_graph_t *g)
 	int status = collect_items(c, g, &it);
 	if (status == 0)
 		status = plan_batch(c, g, &it, &ro);
+	ro.item_graphs = (const sp_graph_t *const *)it.graphs;
 	if (status == 0)
 		status = check_workers(g, &p);
 	if (status == 0) {

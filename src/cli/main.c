@@ -97,8 +97,11 @@ static int graph_command(struct cli *c)
 		return EXIT_USAGE;
 	}
 	sp_diag_free(&d);
+	cli_apply_manifest(c, g);
 	if ((r = cli_apply_tiles(c, g)) != 0)
 		;
+	else if (strcmp(c->cmd, "validate") == 0)
+		r = cli_check_manifest(c, g);
 	else if (strcmp(c->cmd, "dot") == 0)
 		sp_graph_dot(g, stdout);
 	else if (strcmp(c->cmd, "run") == 0)

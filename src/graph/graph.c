@@ -271,6 +271,7 @@ static int load_text(const char *path, const char *text, size_t len, const sp_va
 	c.g = sp__xcalloc(1, sizeof *c.g);
 	c.g->file = sp__xstrdup(path);
 	c.g->reg = reg;
+	c.g->text = sp__xstrndup(text, len);
 	root = yaml_document_get_root_node(&doc);
 	if (root == NULL || sp__is_null(root)) {
 		sp_loc_t l = { 1, 1 };

@@ -94,6 +94,7 @@ typedef struct sp_graph {
 	char **var_values;
 	size_t nvars;
 	const sp_registry_t *reg; /* what it was loaded against */
+	char *text;               /* the graph file's text, for sp_graph_variant() */
 } sp_graph_t;
 
 /* The largest graph file sp_graph_load() reads (bytes). */
@@ -147,6 +148,52 @@ size_t sp_graph_dedupe(char **items, size_t *n, char *example, size_t exsize);
  * malloc'd array of malloc'd paths, or SP_ENOENT/SP_EIO with err set. */
 struct sp_err;
 int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err);
+
+/*
+ * A manifest with columns (doc/graph-format.md): a header line `item NAME
+ * NAME ...`, its fields separated by tabs (or by commas when the header has
+ * no tab), then one row per item, the item's path first and each column's
+ * value after it; an empty field leaves the variable as --set or params:
+ * gives it.  Each NAME is a variable of the graph's params:.
+ */
+typedef struct sp_item_table {
+	char *file;      /* the manifest, for messages */
+	char **cols;     /* [ncols] the variables the columns set */
+	size_t ncols;
+	size_t nrows;
+	char **paths;    /* [nrows] the rows' items, as sp_graph_items() lists them */
+	char **vals;     /* [nrows * ncols]: NULL where the field is empty */
+	unsigned *lines; /* [nrows] the row's line in the manifest */
+	size_t *order;   /* rows by path, for sp_item_table_find() */
+} sp_item_table_t;
+
+/* sp_graph_items(), and for a manifest with columns its table into *tab
+ * (zeroed otherwise; tab may be NULL).  A header column that names no
+ * variable of g, a column given twice, a row whose field count differs from
+ * the header's or that lists an item twice with other values are errors
+ * (SP_EGRAPH), with the manifest's file:line:col in err's message. */
+int sp_graph_items_table(const sp_graph_t *g, char ***items, size_t *n, sp_item_table_t *tab,
+			 struct sp_err *err);
+
+/* The row of `path`: the row that lists it, else the row of the nearest
+ * folder above it (a folder row's files, `inputs: folder:`); SIZE_MAX when
+ * none.  Paths are compared as text. */
+size_t sp_item_table_find(const sp_item_table_t *tab, const char *path);
+void sp_item_table_free(sp_item_table_t *tab);
+
+/* The table as strings (for an MPI broadcast), and back: *n strings,
+ * malloc'd; unpack takes them as pack made them.  0, or SP_ENOMEM /
+ * SP_EINVAL (not a packed table). */
+int sp_item_table_pack(const sp_item_table_t *tab, char ***v, size_t *n);
+int sp_item_table_unpack(char *const *v, size_t n, sp_item_table_t *tab);
+
+/* g loaded again with row `row`'s values over its variables: the graph of
+ * that row's items.  Its stages must be g's (names, kinds, inputs: a value
+ * may change parameters, never the pipeline's shape).  0 and *out, or
+ * SP_EGRAPH with err naming the manifest's line, the column and the
+ * graph's first diagnostic. */
+int sp_graph_variant(const sp_graph_t *g, const sp_item_table_t *tab, size_t row,
+		     sp_graph_t **out, struct sp_err *err);
 
 /* Marks in wide[nstages] the stages that run once per batch: a kind that
  * does not tile, no output file, no per-item variable (${item}, ${stem},

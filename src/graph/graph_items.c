@@ -126,62 +126,6 @@ static void free_items(char **v, size_t n)
 	free(v);
 }
 
-static int manifest_items(const char *path, char ***items, size_t *n, sp_err_t *err)
-{
-	sp_err_t oerr = { 0 };
-	FILE *f = sp_fopen_regular(path, &oerr);
-	const char *slash = strrchr(path, '/');
-	size_t dirlen = slash != NULL ? (size_t)(slash - path + 1) : 0;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	char **v = NULL;
-	size_t nv = 0;
-
-	if (f == NULL)
-		return sp_seterr(err, oerr.code == SP_ENOENT ? SP_ENOENT : SP_EIO, "manifest '%s': %s",
-				 path, sp__open_reason(path, &oerr));
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		char *s = line, *e = line + len;
-
-		while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-			*--e = '\0';
-		while (*s == ' ' || *s == '\t')
-			s++;
-		if (*s == '\0' || *s == '#')
-			continue;
-		v = realloc(v, (nv + 1) * sizeof *v);
-		if (v == NULL)
-			abort();
-		if (*s == '/' || dirlen == 0) {
-			v[nv] = strdup(s);
-		} else {
-			v[nv] = malloc(dirlen + strlen(s) + 1);
-			if (v[nv] != NULL) {
-				memcpy(v[nv], path, dirlen);
-				strcpy(v[nv] + dirlen, s);
-			}
-		}
-		if (v[nv] == NULL)
-			abort();
-		nv++;
-	}
-	free(line);
-	if (ferror(f)) {
-		int e = errno;
-
-		fclose(f);
-		free_items(v, nv);
-		return sp_seterr(err, SP_EIO, "manifest '%s': %s", path, strerror(e));
-	}
-	fclose(f);
-	if (nv == 0)
-		return sp_seterr(err, SP_ENOENT, "manifest '%s' lists no files", path);
-	*items = v;
-	*n = nv;
-	return 0;
-}
-
 int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err *err)
 {
 	*items = NULL;
@@ -217,7 +161,7 @@ int sp_graph_items(const sp_graph_t *g, char ***items, size_t *n, struct sp_err 
 		return 0;
 	}
 	case SP_ITEMS_MANIFEST:
-		return manifest_items(g->items_spec[0], items, n, err);
+		return sp_graph_items_table(g, items, n, NULL, err);
 	}
 	return 0;
 }

@@ -51,6 +51,7 @@ void sp_graph_free(sp_graph_t **gp)
 	}
 	free(g->var_names);
 	free(g->var_values);
+	free(g->text);
 	free(g);
 }
 

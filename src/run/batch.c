@@ -104,33 +104,11 @@ static size_t slot_stage(const sp_graph_t *g, size_t v)
 	return s;
 }
 
-/* Runs batch-wide stage s once, for the first item that reaches it; later
- * items wait for it and borrow its values.  A failure fails every item. */
-static void run_batch_wide(struct sp_batch *b, size_t s, sp_value_t *const *in, sp_item_t *item)
-{
-	const sp_gstage_t *st = &b->g->stages[s];
-	starpu_pthread_mutex_lock(&b->shared_lock);
-	if (!b->shared_ran[s]) {
-		b->shared_ran[s] = 1;
-		b->shared.path = item->path; /* for messages only: nothing expands it */
-		int ret = st->kind->run(&b->shared, st, in,
-					&b->shared_values[value_slot(b->g, s, 0)]);
-		if (ret != 0)
-			sp_status_set(&b->shared.status, ret, "stage '%s': %s", st->name,
-				      sp_strerror(ret));
-		if (b->opts->verbose)
-			fprintf(stderr, "[starpipe] stage '%s' ran once for the batch\n", st->name);
-	}
-	starpu_pthread_mutex_unlock(&b->shared_lock);
-	if (sp_status_failed(&b->shared.status))
-		sp_status_set_err(&item->status, &b->shared.status.err);
-}
-
 /* Submits the tiles of the group of tiled stages that ends at stage last
  * (see sp_stage_tile_fn): tile by tile, each tile stage by stage. */
 static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, size_t last)
 {
-	const sp_graph_t *g = b->g;
+	const sp_graph_t *g = item->g; /* b->g's stages, with the item's parameters */
 	size_t first = last;
 	while (first > 0 && g->stages[first - 1].kind->run_tile != NULL && !b->batch_wide[first - 1])
 		first--;
@@ -153,7 +131,7 @@ static void run_tiles(struct sp_batch *b, sp_item_t *item, sp_value_t **values, 
 /* the item's stages in order, until one fails; the number started */
 static size_t run_stages(struct sp_batch *b, sp_item_t *item, sp_value_t **values)
 {
-	const sp_graph_t *g = b->g;
+	const sp_graph_t *g = item->g; /* b->g's stages, with the item's parameters */
 	size_t s;
 	for (s = 0; s < g->nstages && !sp_status_failed(&item->status); s++) {
 		const sp_gstage_t *st = &g->stages[s];
@@ -161,9 +139,7 @@ static size_t run_stages(struct sp_batch *b, sp_item_t *item, sp_value_t **value
 		for (size_t p = 0; p < st->kind->ninputs && p < 16; p++)
 			in[p] = values[value_slot(g, st->inputs[p].stage, st->inputs[p].port)];
 		if (b->batch_wide[s]) {
-			run_batch_wide(b, s, in, item);
-			for (size_t p = 0; p < outputs_of(st); p++)
-				values[value_slot(g, s, p)] = b->shared_values[value_slot(g, s, p)];
+			sp__shared_run(b, item, s, in, &values[value_slot(g, s, 0)]);
 			continue;
 		}
 		int ret = st->kind->run(item, st, in, &values[value_slot(g, s, 0)]);
@@ -179,22 +155,17 @@ static size_t run_stages(struct sp_batch *b, sp_item_t *item, sp_value_t **value
 }
 
 /* The values freed in reverse order, consumers' handles before producers'
- * (the batch-wide values are the batch's); a batch-wide stage's failure
- * fails every item that used it, among its first nrun stages. */
+ * (the batch-wide values are their entries'); then the item's hold on
+ * those entries, which fails it if one of them failed. */
 static void release_values(struct sp_batch *b, sp_item_t *item, sp_value_t **values,
-			   size_t nslots, size_t nrun)
+			   size_t nslots)
 {
 	const sp_graph_t *g = b->g;
 	for (size_t v = nslots; v-- > 0;)
 		if (values[v] != NULL && values[v]->free_cb != NULL && !b->batch_wide[slot_stage(g, v)])
 			values[v]->free_cb(values[v]);
 	/* this item's tasks, which read the batch-wide data, are done */
-	if (sp_status_failed(&b->shared.status))
-		for (size_t t = 0; t < nrun; t++)
-			if (b->batch_wide[t]) {
-				sp_status_set_err(&item->status, &b->shared.status.err);
-				break;
-			}
+	sp__shared_release(b, item, 1);
 }
 
 /* Every task of the item is done (freeing the values waited for them):
@@ -264,10 +235,10 @@ static void run_item(struct sp_batch *b, size_t idx)
 		if (b->opts->verbose)
 			fprintf(stderr, "[starpipe] item %zu/%zu: %s\n", idx + 1, b->nitems,
 				item->path);
-		const size_t nrun = run_stages(b, item, values);
+		run_stages(b, item, values);
 		/* every task submitted (the router's join waits for it) */
 		sp__route_submitted(&b->route, item->lane);
-		release_values(b, item, values, nslots, nrun);
+		release_values(b, item, values, nslots);
 		free(values);
 	}
 	commit_outputs(b, item);
@@ -358,6 +329,7 @@ static void *driver_main(void *arg)
 			sp__plan_item(b, &b->state[i]);
 		if (atomic_load(&b->state[i].state) != IT_PENDING) {
 			sp__route_release(&b->route, d->lane, &tk);
+			sp__shared_release(b, &b->state[i], 0);
 			continue; /* skipped or refused when planned */
 		}
 		b->state[i].lane = d->lane;
@@ -369,31 +341,6 @@ static void *driver_main(void *arg)
 	return NULL;
 }
 
-
-static void free_ctxs(sp_item_t *it)
-{
-	struct sp_ctxnode *n = it->ctxs;
-	while (n != NULL) {
-		struct sp_ctxnode *next = n->next;
-		free(n);
-		n = next;
-	}
-	it->ctxs = NULL;
-}
-
-/* Frees the batch-wide values (their tasks are done), consumers first. */
-static void free_shared(struct sp_batch *b)
-{
-	for (size_t v = b->shared_values != NULL ? value_slot(b->g, b->g->nstages, 0) : 0; v-- > 0;)
-		if (b->shared_values[v] != NULL && b->shared_values[v]->free_cb != NULL)
-			b->shared_values[v]->free_cb(b->shared_values[v]);
-	free(b->shared_values);
-	free(b->shared_ran);
-	free(b->batch_wide);
-	free_ctxs(&b->shared);
-	starpu_pthread_mutex_destroy(&b->shared.lock);
-	starpu_pthread_mutex_destroy(&b->shared_lock);
-}
 
 /* The items' states and planned outputs; collisions between outputs and
  * `where: cuda` without a GPU refuse the batch (SP_EINVAL, res->err); the
@@ -408,12 +355,12 @@ static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
 	if (outs == NULL || nouts == NULL)
 		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	for (size_t i = 0; i < nitems; i++) {
-		b->state[i].g = g;
+		b->state[i].g = sp_run_item_graph(g, b->opts->item_graphs, i);
 		b->state[i].path = b->items[i];
 		b->state[i].index = i;
 		b->state[i].lane = -1; /* until a lane's driver takes it (the memory estimate: the node's) */
 		starpu_pthread_mutex_init(&b->state[i].lock, NULL);
-		if (rc == 0 && sp__plan_outputs(g, b->items[i], i, &outs[i], &nouts[i]) != 0)
+		if (rc == 0 && sp__plan_outputs(b->state[i].g, b->items[i], i, &outs[i], &nouts[i]) != 0)
 			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	}
 	if (rc == 0)
@@ -430,23 +377,14 @@ static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
 	}
 	free(outs);
 	free(nouts);
-	b->batch_wide = calloc(g->nstages ? g->nstages : 1, 1);
-	b->shared_ran = calloc(g->nstages ? g->nstages : 1, 1);
-	b->shared_values = calloc(value_slot(g, g->nstages, 0) + 1, sizeof *b->shared_values);
-	if (rc == 0 && (b->batch_wide == NULL || b->shared_ran == NULL || b->shared_values == NULL))
+	starpu_pthread_mutex_init(&b->shared_lock, NULL);
+	if (rc == 0 && sp__shared_plan(b) != 0)
 		rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
-	if (b->batch_wide != NULL)
-		sp_graph_batch_wide(g, b->batch_wide);
-	b->shared.g = g;
-	b->shared.path = "";
-	b->shared.lane = -1; /* batch-wide stages run in the GPU lane */
 	/* the CPU lane runs items whole on CPUs: every stage must be able to */
 	b->cpu_lane_ok = 1;
 	for (size_t s = 0; s < g->nstages; s++)
 		if (g->stages[s].where == SP_IMPL_CUDA || !(g->stages[s].kind->impl & SP_IMPL_CPU))
 			b->cpu_lane_ok = 0;
-	starpu_pthread_mutex_init(&b->shared.lock, NULL);
-	starpu_pthread_mutex_init(&b->shared_lock, NULL);
 	return rc;
 }
 
@@ -635,12 +573,13 @@ static void batch_free(struct sp_batch *b)
 	if (b->journal_fd >= 0)
 		close(b->journal_fd);
 	for (size_t i = 0; i < b->nitems; i++) {
-		free_ctxs(&b->state[i]);
+		sp__item_free_ctxs(&b->state[i]);
 		sp__free_strv(b->state[i].outputs, b->state[i].noutputs);
 		starpu_pthread_mutex_destroy(&b->state[i].lock);
 	}
+	sp__shared_free(b);
+	starpu_pthread_mutex_destroy(&b->shared_lock);
 	free(b->state);
-	free_shared(b);
 }
 
 /* Items driven at once when --inflight is not given.  Two items keep a CPU
@@ -740,6 +679,10 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
 		if (atomic_load(&b.state[i].state) == IT_PENDING)
 			sp__plan_item(&b, &b.state[i]);
+	/* skipped or refused: their batch-wide values are not needed for them */
+	for (size_t i = 0; !b.lazy_plan && i < nitems; i++)
+		if (atomic_load(&b.state[i].state) != IT_PENDING)
+			sp__shared_release(&b, &b.state[i], 0);
 	size_t inflight = batch_inflight(&b);
 	batch_drive(&b, inflight);
 	batch_collect(&b, res);

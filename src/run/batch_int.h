@@ -41,6 +41,8 @@ struct sp_item {
 	_Atomic int state;
 	double seconds;
 	int lane; /* the lane that runs it (lanes.h); -1 before it is handed to one */
+	struct sp_shared **shared; /* [nstages]: its batch-wide stages' entries (shared.c) */
+	unsigned long long shared_held; /* bit s: it ran or borrowed entry shared[s] */
 };
 
 
@@ -124,18 +126,37 @@ struct sp_batch {
 	int journal_failed;       /* a line could not be written: the batch exits 1 */
 	starpu_pthread_mutex_t journal_lock;
 	/* Batch-wide stages: those whose parameters and inputs do not depend
-	 * on the item (the DESI PSF).  The first item that reaches one runs it
-	 * for the batch, as a pseudo-item; every item borrows its values. */
+	 * on the item (the DESI PSF).  Each runs once per distinct value among
+	 * the items' graphs, as a pseudo-item; the items of that value borrow
+	 * its outputs (shared.c). */
 	unsigned char *batch_wide; /* [nstages] */
-	sp_item_t shared;          /* the pseudo-item; its status: the first failure */
 	starpu_pthread_mutex_t shared_lock;
-	unsigned char *shared_ran; /* [nstages] */
-	sp_value_t **shared_values; /* value_slot() layout */
+	struct sp_shared *shared_list; /* every entry */
+	unsigned long shared_clock;    /* counts releases, for the idle order */
+	unsigned *shared_runs;         /* [nstages]: runs of each (again after an eviction) */
+	unsigned *shared_values_n;     /* [nstages]: its distinct values in the batch */
+	int shared_counted;            /* every user is planned here: free an entry at its last */
 	struct sp_route route;      /* the lanes' share of the items */
 	sp_lane_model_t lane_model; /* the lanes' item model when the batch began */
 	int cpu_lane_ok;            /* every stage can run on CPUs: the CPU lane may take items */
 	atomic_int drivers_done;    /* the drivers have ended (batch.c's joiner thread stops) */
 };
+
+/* item.c: frees the item's task contexts (its tasks are done). */
+void sp__item_free_ctxs(sp_item_t *it);
+
+/* shared.c: the batch-wide stages' entries: made for every item of the
+ * batch (batch_wide[] found over the items' graphs); run (or borrowed) by
+ * an item as its stage s, its outputs into out[]; released when the item
+ * is done with them (ran: it reached its stages; an item skipped or
+ * refused before running releases with 0), which fails the item when a
+ * borrowed entry's tasks failed; all freed at the batch's end, which also
+ * gives the runtime each stage's count for the report. */
+int sp__shared_plan(struct sp_batch *b);
+void sp__shared_run(struct sp_batch *b, sp_item_t *item, size_t s, sp_value_t *const *in,
+		    sp_value_t **out);
+void sp__shared_release(struct sp_batch *b, sp_item_t *item, int ran);
+void sp__shared_free(struct sp_batch *b);
 
 /* plan.c: an item's planned outputs, collisions between items, temporaries
  * of dead runs, and the checks before an item runs (skip, memory, space). */

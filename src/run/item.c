@@ -30,6 +30,17 @@ int sp_status_set_err(sp_status_t *st, const sp_err_t *err)
 	return sp_status_set(st, err->code ? err->code : SP_EIO, "%s", err->msg);
 }
 
+void sp__item_free_ctxs(sp_item_t *it)
+{
+	struct sp_ctxnode *n = it->ctxs;
+	while (n != NULL) {
+		struct sp_ctxnode *next = n->next;
+		free(n);
+		n = next;
+	}
+	it->ctxs = NULL;
+}
+
 sp_taskctx_t *sp_item_taskctx(sp_item_t *item, const sp_gstage_t *stage, const char *kernel)
 {
 	struct sp_ctxnode *n = calloc(1, sizeof *n);

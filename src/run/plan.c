@@ -15,6 +15,11 @@
 #include "sim_host.h"
 #include "runtime.h"
 
+const sp_graph_t *sp_run_item_graph(const sp_graph_t *g, const sp_graph_t *const *ig, size_t i)
+{
+	return ig != NULL && ig[i] != NULL ? ig[i] : g;
+}
+
 void sp__free_strv(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -165,7 +170,8 @@ out:
 	return rc;
 }
 
-int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp_err_t *err)
+int sp_run_plan_check(const sp_graph_t *g, const sp_graph_t *const *ig, char *const *items,
+		      size_t nitems, sp_err_t *err)
 {
 	char ***outs = calloc(nitems ? nitems : 1, sizeof *outs);
 	size_t *nouts = calloc(nitems ? nitems : 1, sizeof *nouts);
@@ -173,7 +179,7 @@ int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp
 	if (outs == NULL || nouts == NULL)
 		rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	for (size_t i = 0; rc == 0 && i < nitems; i++)
-		if (sp__plan_outputs(g, items[i], i, &outs[i], &nouts[i]) != 0)
+		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs[i], &nouts[i]) != 0)
 			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	if (rc == 0)
 		rc = sp__check_collisions(items, outs, nouts, nitems, err);
@@ -234,8 +240,8 @@ static size_t find_item(const struct fileid *id, size_t n, const char *path)
 	return lo < id + n && lo->dev == key.dev && lo->ino == key.ino ? lo->item : SIZE_MAX;
 }
 
-int sp_run_plan_inputs(const sp_graph_t *g, char *const *items, size_t nitems, size_t *producer,
-		       sp_err_t *err)
+int sp_run_plan_inputs(const sp_graph_t *g, const sp_graph_t *const *ig, char *const *items,
+		       size_t nitems, size_t *producer, sp_err_t *err)
 {
 	size_t nid;
 	struct fileid *id = item_ids(items, nitems, &nid);
@@ -247,7 +253,7 @@ int sp_run_plan_inputs(const sp_graph_t *g, char *const *items, size_t nitems, s
 	for (size_t i = 0; rc == 0 && i < nitems; i++) {
 		char **outs = NULL;
 		size_t nouts = 0;
-		if (sp__plan_outputs(g, items[i], i, &outs, &nouts) != 0) {
+		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs, &nouts) != 0) {
 			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 			break;
 		}

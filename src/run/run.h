@@ -16,7 +16,14 @@ typedef struct sp_run_opts {
 	unsigned long long memory_limit; /* bytes an item may need; 0: the machine's (or cgroup's) */
 	size_t shard_i, shard_k; /* run only items with index % shard_k == shard_i (k = 0: all) */
 	int trace;         /* MPI ranks: gather every rank's trace events (res->trace_events) */
+	/* Each item's graph (a manifest row's values over g's variables:
+	 * sp_graph_variant()), NULL entries or a NULL array for g itself.
+	 * Every one has g's stages. */
+	const sp_graph_t *const *item_graphs;
 } sp_run_opts_t;
+
+/* Item i's graph: ig[i], or g when ig or ig[i] is NULL. */
+const sp_graph_t *sp_run_item_graph(const sp_graph_t *g, const sp_graph_t *const *ig, size_t i);
 
 /* The reason an MPI rank gives when another rank refused the batch. */
 #define SP_RUN_OTHER_RANK "another rank could not start the batch"
@@ -38,18 +45,20 @@ typedef struct sp_run_result {
 	sp_err_t err;     /* why the batch was refused, when sp_run returns SP_EINVAL */
 } sp_run_result_t;
 
-/* Plans the batch: expands every item's outputs (SP_PT_OUTPUT parameters)
- * and refuses two items, or two outputs of one item, that would write the
- * same file (SP_EINVAL, both inputs named in err).  Needs no StarPU. */
-int sp_run_plan_check(const sp_graph_t *g, char *const *items, size_t nitems, sp_err_t *err);
+/* Plans the batch: expands every item's outputs (SP_PT_OUTPUT parameters,
+ * of the item's graph: ig as sp_run_item_graph() takes it) and refuses two
+ * items, or two outputs of one item, that would write the same file
+ * (SP_EINVAL, both inputs named in err).  Needs no StarPU. */
+int sp_run_plan_check(const sp_graph_t *g, const sp_graph_t *const *ig, char *const *items,
+		      size_t nitems, sp_err_t *err);
 
 /* Inputs that are outputs: for each item, producer[i] is the index of
  * another item of the batch that would write the file items[i] (same
  * device and inode, so symlinks and hard links count), or SIZE_MAX.  An item
  * whose own output is its input is refused (SP_EINVAL, err names it).
  * Needs no StarPU. */
-int sp_run_plan_inputs(const sp_graph_t *g, char *const *items, size_t nitems, size_t *producer,
-		       sp_err_t *err);
+int sp_run_plan_inputs(const sp_graph_t *g, const sp_graph_t *const *ig, char *const *items,
+		       size_t nitems, size_t *producer, sp_err_t *err);
 
 /* The graph file or the item that `path` is (same device and inode), or
  * NULL when it is neither or does not exist: a log the run would write

@@ -422,6 +422,17 @@ int sp_runtime_write_report(const char *path, const char *pipeline, const char *
 	else
 		write_own_figures(j, wall);
 	sp_json_kv_int(j, "bytes_moved", (long long)bytes_moved(j));
+	/* stages run once per distinct value (the DESI PSF): how many reads */
+	sp_json_key(j, "shared_stages");
+	sp_json_begin_array(j);
+	for (size_t k = 0; k < sp__rt.nshared; k++) {
+		sp_json_begin_object(j);
+		sp_json_kv_str(j, "stage", sp__rt.shared[k].stage);
+		sp_json_kv_int(j, "runs", sp__rt.shared[k].runs);
+		sp_json_kv_int(j, "values", sp__rt.shared[k].values);
+		sp_json_end_object(j);
+	}
+	sp_json_end_array(j);
 	if (cluster_json != NULL) {
 		sp_json_key(j, "cluster");
 		sp_json_raw(j, cluster_json);

@@ -112,6 +112,11 @@ void sp_runtime_describe(char *buf, size_t size);
 void sp_runtime_items(size_t total);
 void sp_runtime_item_done(void);
 
+/* A batch-wide stage's count for the report ("shared_stages"): it ran
+ * `runs` times for `values` distinct values of its parameters (more runs
+ * than values: an idle value was freed and read again).  This process's. */
+void sp_runtime_shared_stage(const char *stage, unsigned runs, unsigned values);
+
 /* Counting of tasks (used by sp_task_insert() and the callback, task.c). */
 void sp__runtime_task_submitted(void);
 void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,

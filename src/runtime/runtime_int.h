@@ -66,6 +66,12 @@ struct sp__runtime {
 	int record_versions;
 	char cap_note[512]; /* why fewer CPU workers than asked, or "" */
 	long cores;
+	/* the batch-wide stages' runs and distinct values (sp_runtime_shared_stage) */
+	struct sp__shared_count {
+		char stage[64];
+		unsigned runs, values;
+	} shared[8];
+	size_t nshared;
 };
 extern struct sp__runtime sp__rt;
 

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -17,6 +18,22 @@ struct sp__runtime sp__rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,
 
 void sp_runtime_items(size_t total) { atomic_store(&sp__rt.items_total, total); }
 void sp_runtime_item_done(void) { atomic_fetch_add(&sp__rt.items_done, 1); }
+
+void sp_runtime_shared_stage(const char *stage, unsigned runs, unsigned values)
+{
+	starpu_pthread_mutex_lock(&sp__rt.lock);
+	size_t k = 0;
+	while (k < sp__rt.nshared && strcmp(sp__rt.shared[k].stage, stage) != 0)
+		k++;
+	if (k < sizeof sp__rt.shared / sizeof sp__rt.shared[0]) {
+		snprintf(sp__rt.shared[k].stage, sizeof sp__rt.shared[k].stage, "%s", stage);
+		sp__rt.shared[k].runs = runs;
+		sp__rt.shared[k].values = values;
+		if (k == sp__rt.nshared)
+			sp__rt.nshared++;
+	}
+	starpu_pthread_mutex_unlock(&sp__rt.lock);
+}
 void sp__runtime_task_submitted(void) { atomic_fetch_add(&sp__rt.submitted, 1); }
 
 void sp__runtime_task_done(const char *stage, const char *kernel, int workerid,
