@@ -77,6 +77,14 @@ const char cli_usage_text[] =
 	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
 	"                           terminal, 10 otherwise)\n"
 	"      --skip-existing      skip an item whose every output exists and is whole\n"
+	"      --follow DIR         process DIR's files (the graph's inputs: folder: pattern)\n"
+	"                           as they appear, the runtime kept warm, each file once\n"
+	"                           across restarts (needs --journal); ends on SIGTERM or\n"
+	"                           SIGINT, or after --idle-exit S with nothing to do\n"
+	"      --settle S           a followed file is complete once its size and mtime\n"
+	"                           have not changed for S seconds (default 1)\n"
+	"      --idle-exit S        with --follow: end after S seconds with no file waiting\n"
+	"                           or running (default: never)\n"
 	"                           (a re-run after a crash or a kill does only what is\n"
 	"                           missing; a damaged output is made again)\n"
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
@@ -125,6 +133,9 @@ enum {
 	OPT_NODETYPE,
 	OPT_MAXRUNS,
 	OPT_MANIFEST,
+	OPT_FOLLOW,
+	OPT_SETTLE,
+	OPT_IDLE_EXIT,
 };
 
 int cli_usage_error(const char *fmt, const char *arg)
@@ -195,6 +206,9 @@ static const struct option lo[] = {
 	{ "node-type", required_argument, NULL, OPT_NODETYPE },
 	{ "max-runs", required_argument, NULL, OPT_MAXRUNS },
 	{ "manifest", required_argument, NULL, OPT_MANIFEST },
+	{ "follow", required_argument, NULL, OPT_FOLLOW },
+	{ "settle", required_argument, NULL, OPT_SETTLE },
+	{ "idle-exit", required_argument, NULL, OPT_IDLE_EXIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -253,6 +267,18 @@ static int opt_progress(struct cli *c, const char *arg)
 	if (*arg == '\0' || *end != '\0' || !(c->progress_every > 0) || c->progress_every > 86400)
 		return cli_usage_error("--progress-every expects seconds in (0, 86400], got '%s'", arg);
 	return 0;
+}
+
+/* --settle, --idle-exit: seconds in [lo, 86400] */
+static int opt_seconds(const char *opt, const char *arg, double lo, double *v)
+{
+	char *end;
+	char fmt[96];
+	*v = strtod(arg, &end);
+	if (*arg != '\0' && *end == '\0' && *v >= lo && *v <= 86400)
+		return 0;
+	snprintf(fmt, sizeof fmt, "--%s expects seconds in [%g, 86400], got '%%s'", opt, lo);
+	return cli_usage_error(fmt, arg);
 }
 
 static int opt_tile(struct cli *c, char *arg)
@@ -377,6 +403,9 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_NODETYPE: return opt_node_type(c, arg);
 	case OPT_MAXRUNS: return opt_long("max-runs", arg, 1, 1000, &c->max_runs);
 	case OPT_MANIFEST: c->manifest = arg; return 0;
+	case OPT_FOLLOW: c->follow = arg; return 0;
+	case OPT_SETTLE: return opt_seconds("settle", arg, 0.05, &c->settle_s);
+	case OPT_IDLE_EXIT: return opt_seconds("idle-exit", arg, 0, &c->idle_exit_s);
 	case OPT_JOURNAL: c->journal = arg; return 0;
 	case OPT_SHARD: return opt_shard(c, arg);
 	case OPT_MEMLIMIT: return opt_memory_limit(c, arg);
@@ -405,6 +434,17 @@ static int parse_operands(int argc, char **argv, struct cli *c)
 	if (c->max_runs != 0 && strcmp(c->cmd, "calibrate") != 0)
 		return cli_usage_error("--max-runs: only starpipe calibrate takes it (%s does not)",
 				       c->cmd);
+	if ((c->follow != NULL || c->settle_s > 0 || c->idle_exit_s > 0) && strcmp(c->cmd, "run") != 0)
+		return cli_usage_error("--follow, --settle, --idle-exit: only starpipe run takes them (%s "
+				       "does not)", c->cmd);
+	if ((c->settle_s > 0 || c->idle_exit_s > 0) && c->follow == NULL)
+		return cli_usage_error("%s", "--settle and --idle-exit go with --follow DIR");
+	if (c->follow != NULL && (c->shard_k > 0 || c->manifest != NULL))
+		return cli_usage_error("%s", "--follow takes every file of its folder: not with --shard or "
+				       "--manifest");
+	if (c->follow != NULL && optind < argc)
+		return cli_usage_error("--follow takes its items from the folder; '%s' is one more",
+				       argv[optind]);
 	if (optind < argc && (strcmp(c->cmd, "run") == 0 || strcmp(c->cmd, "calibrate") == 0)) {
 		c->items = argv + optind;
 		c->nitems = (size_t)(argc - optind);

@@ -37,6 +37,9 @@ struct cli {
 	int quiet, verbose;
 	const char *node_type; /* --node-type; NULL: the default (sp_runtime_node_type) */
 	const char *manifest;  /* --manifest FILE: the items, instead of the graph's inputs: */
+	const char *follow;    /* --follow DIR: process files as they appear in DIR */
+	double settle_s;       /* --settle S: a file is complete when unchanged for S */
+	double idle_exit_s;    /* --idle-exit S: end after S with nothing to do; 0: never */
 	long max_runs;         /* calibrate --max-runs; 0: not given */
 };
 
@@ -46,6 +49,37 @@ void cli_apply_manifest(const struct cli *c, sp_graph_t *g);
  * checked against g, and every distinct row's values loaded: 0, or the
  * problem said and EXIT_USAGE. */
 int cli_check_manifest(const struct cli *c, const sp_graph_t *g);
+
+/* cmd_run.c: the batch's work items (malloc'd strings); a manifest's
+ * columns, and the graph of each item (NULL: g) among the distinct rows'
+ * graphs. */
+struct items {
+	char **v;
+	size_t n;
+	sp_item_table_t tab;
+	sp_graph_t **graphs;   /* [n] */
+	sp_graph_t **variants; /* [nvariants], owned */
+	size_t nvariants;
+};
+void cli_items_free(struct items *it);
+struct sp_run_opts;
+struct sp_run_result;
+struct sp_runtime_params;
+/* The plan of a batch's items (collisions, inputs that are outputs, the
+ * logs, --shard) into ro: 0 or the exit status. */
+int cli_plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it,
+		   struct sp_run_opts *ro);
+/* --ncpus 0 with CPU-only stages: 0 or EXIT_USAGE, said. */
+int cli_check_workers(const sp_graph_t *g, const struct sp_runtime_params *p);
+/* StarPU started for the command (0 or EXIT_RUNTIME, said), and ended:
+ * sp_run's return ret and its result res (freed) give the exit status; the
+ * summary and the report files are written first. */
+int cli_session_start(const struct cli *c, const sp_graph_t *g, const struct sp_runtime_params *p);
+int cli_session_end(const struct cli *c, const sp_graph_t *g, int ret, struct sp_run_result *res,
+		    size_t nitems);
+/* cmd_follow.c: starpipe run --follow DIR. */
+int cli_cmd_follow(const struct cli *c, const sp_graph_t *g, const struct sp_runtime_params *p,
+		   struct sp_run_opts *ro);
 
 /* args.c */
 int cli_parse_args(int argc, char **argv, struct cli *c);

@@ -64,18 +64,7 @@ void cli_apply_manifest(const struct cli *c, sp_graph_t *g)
 	g->items_kind = SP_ITEMS_MANIFEST;
 }
 
-/* The batch's work items (malloc'd strings); a manifest's columns, and
- * the graph of each item (NULL: g) among the distinct rows' graphs. */
-struct items {
-	char **v;
-	size_t n;
-	sp_item_table_t tab;
-	sp_graph_t **graphs;   /* [n] */
-	sp_graph_t **variants; /* [nvariants], owned */
-	size_t nvariants;
-};
-
-static void items_free(struct items *it)
+void cli_items_free(struct items *it)
 {
 	for (size_t i = 0; it->v != NULL && i < it->n; i++)
 		free(it->v[i]);
@@ -209,15 +198,15 @@ int cli_check_manifest(const struct cli *c, const sp_graph_t *g)
 	if (sp_graph_items_table(g, &it.v, &it.n, &it.tab, &err) != 0) {
 		/* a manifest not there yet is the run's business, not the graph's */
 		if (err.code != SP_EGRAPH) {
-			items_free(&it);
+			cli_items_free(&it);
 			return 0;
 		}
 		cli_say("%s", err.msg);
-		items_free(&it);
+		cli_items_free(&it);
 		return EXIT_USAGE;
 	}
 	int status = item_graphs(c, g, &it);
-	items_free(&it);
+	cli_items_free(&it);
 	return status;
 }
 
@@ -377,8 +366,8 @@ static int check_logs(const struct cli *c, const sp_graph_t *g, const struct ite
  * batch: shards of it must not collide with each other either.  --shard
  * I/K takes items round robin, so each shard gets large and small items
  * alike; items keep their index in the whole batch (${index}). */
-static int plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it,
-		      sp_run_opts_t *ro)
+int cli_plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it,
+		   sp_run_opts_t *ro)
 {
 	sp_err_t err = { 0 };
 	int dropped = drop_outputs_of_batch(c, g, it);
@@ -410,7 +399,7 @@ static int plan_batch(const struct cli *c, const sp_graph_t *g, struct items *it
  * (readers, writers) could never run, and StarPU would refuse its first
  * task (ENODEV) mid-batch.  (--ncpus 0 with the default --ncuda is left to
  * the runtime: without a GPU it has no worker at all, exit 4.) */
-static int check_workers(const sp_graph_t *g, const sp_runtime_params_t *p)
+int cli_check_workers(const sp_graph_t *g, const sp_runtime_params_t *p)
 {
 	for (size_t k = 0; p->ncpus == 0 && p->ncuda > 0 && k < g->nstages; k++) {
 		const sp_gstage_t *st = &g->stages[k];
@@ -606,14 +595,10 @@ static int write_reports(const struct cli *c, const sp_graph_t *g, const sp_run_
 	return status;
 }
 
-/* Starts StarPU, runs the batch, writes the reports, stops StarPU. */
-static int run_batch(const struct cli *c, const sp_graph_t *g, const struct items *it,
-		     const sp_runtime_params_t *p, const sp_run_opts_t *ro)
+int cli_session_start(const struct cli *c, const sp_graph_t *g, const sp_runtime_params_t *p)
 {
 	sp_runtime_conf_t conf;
-	sp_run_result_t res;
 	sp_err_t err = { 0 };
-
 	struct models_plan m;
 	plan_models(c, p, &m);
 	session_conf(c, g, p, &m, &conf);
@@ -632,17 +617,23 @@ static int run_batch(const struct cli *c, const sp_graph_t *g, const struct item
 		sp_hp_describe(stderr); /* what auto chose on a GPU node, and why */
 	if (c->verbose && sp_cluster_rank() == 0)
 		sp_runtime_lanes_describe(stderr);
-	int ret = sp_run(g, it->v, it->n, ro, &res);
+	return 0;
+}
+
+int cli_session_end(const struct cli *c, const sp_graph_t *g, int ret, sp_run_result_t *res,
+		    size_t nitems)
+{
 	if (ret == SP_EINVAL) {
 		/* every rank refuses alike; the rank with the reason says it */
 		if (sp_cluster_rank() == 0 ||
-		    strncmp(res.err.msg, SP_RUN_OTHER_RANK, strlen(SP_RUN_OTHER_RANK)) != 0)
-			fprintf(stderr, "starpipe: %s\n", res.err.msg);
+		    strncmp(res->err.msg, SP_RUN_OTHER_RANK, strlen(SP_RUN_OTHER_RANK)) != 0)
+			fprintf(stderr, "starpipe: %s\n", res->err.msg);
+		sp_run_result_free(res);
 		sp_runtime_shutdown();
 		return EXIT_USAGE;
 	}
-	int status = batch_status(c, ret, g, &res, it->n);
-	status = write_reports(c, g, &res, status);
+	int status = batch_status(c, ret, g, res, nitems);
+	status = write_reports(c, g, res, status);
 	/* Under MPI, rank 0's status is the job's: failed items (and a journal
 	 * or report that could not be written) are the batch's, said by rank
 	 * 0, which exits 1; the other ranks exit 0, so that the launcher
@@ -650,9 +641,21 @@ static int run_batch(const struct cli *c, const sp_graph_t *g, const struct item
 	 * stopped every rank: each exits with its status. */
 	if (status == EXIT_ITEMS_FAILED && sp_cluster_rank() != 0)
 		status = 0;
-	sp_run_result_free(&res);
+	sp_run_result_free(res);
 	sp_runtime_shutdown();
 	return status;
+}
+
+/* Starts StarPU, runs the batch, writes the reports, stops StarPU. */
+static int run_batch(const struct cli *c, const sp_graph_t *g, const struct items *it,
+		     const sp_runtime_params_t *p, const sp_run_opts_t *ro)
+{
+	sp_run_result_t res;
+	int status = cli_session_start(c, g, p);
+	if (status != 0)
+		return status;
+	int ret = sp_run(g, it->v, it->n, ro, &res);
+	return cli_session_end(c, g, ret, &res, it->n);
 }
 
 int cli_cmd_run(struct cli *c, sp_graph_t *g)
@@ -665,16 +668,18 @@ int cli_cmd_run(struct cli *c, sp_graph_t *g)
 	sp_runtime_params_t p;
 
 	sp_graph_runtime_params(g, c->rt, &p);
+	if (c->follow != NULL)
+		return cli_cmd_follow(c, g, &p, &ro);
 	int status = collect_items(c, g, &it);
 	if (status == 0)
-		status = plan_batch(c, g, &it, &ro);
+		status = cli_plan_batch(c, g, &it, &ro);
 	ro.item_graphs = (const sp_graph_t *const *)it.graphs;
 	if (status == 0)
-		status = check_workers(g, &p);
+		status = cli_check_workers(g, &p);
 	if (status == 0) {
 		cli_catch_stop_signals();
 		status = run_batch(c, g, &it, &p, &ro);
 	}
-	items_free(&it);
+	cli_items_free(&it);
 	return status;
 }

@@ -271,6 +271,7 @@ static int want_item(size_t i, void *arg)
 }
 
 static int batch_stopped(void) { return atomic_load(&stop_signal) != 0; }
+int sp_run_stop_signal(void) { return atomic_load(&stop_signal); }
 
 /* A driver thread: its batch and its lane. */
 struct driver {

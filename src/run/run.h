@@ -78,6 +78,10 @@ int sp_run(const sp_graph_t *g, char *const *items, size_t nitems, const sp_run_
 
 void sp_run_result_free(sp_run_result_t *res);
 
+/* The stop signal that sp_run_interrupt() was given, or 0: a caller that
+ * runs several batches (--follow) ends when it is set. */
+int sp_run_stop_signal(void);
+
 /* The memory an item may use by default: physical memory, or the cgroup's
  * limit (Slurm's --mem) or the address space that ulimit -v leaves beyond
  * the program's floor, when lower. */

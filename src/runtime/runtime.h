@@ -104,7 +104,8 @@ int sp_runtime_heteroprio(void);
  * from them); lws and eager do not read them. */
 int sp_runtime_uses_models(void);
 
-/* Progress: the batch's item count and completed items. */
+/* Progress: a batch's item count (added: a session of several batches,
+ * --follow, counts them all) and completed items. */
 /* "StarPU 1.3.10 (at most 4 CPU workers, 4 CUDA devices; CUDA no)": the
  * library starpipe runs on and the caps it was built with. */
 void sp_runtime_describe(char *buf, size_t size);

@@ -16,7 +16,7 @@ struct sp__runtime sp__rt = { .lock = STARPU_PTHREAD_MUTEX_INITIALIZER,
 			     .plock = STARPU_PTHREAD_MUTEX_INITIALIZER,
 			     .pcond = STARPU_PTHREAD_COND_INITIALIZER };
 
-void sp_runtime_items(size_t total) { atomic_store(&sp__rt.items_total, total); }
+void sp_runtime_items(size_t total) { atomic_fetch_add(&sp__rt.items_total, total); }
 void sp_runtime_item_done(void) { atomic_fetch_add(&sp__rt.items_done, 1); }
 
 void sp_runtime_shared_stage(const char *stage, unsigned runs, unsigned values)
