@@ -131,7 +131,7 @@ static int read_journal(const char *path, struct watch *w)
 
 static int journaled(const struct watch *w, const char *real)
 {
-	return real != NULL &&
+	return real != NULL && w->njd > 0 &&
 	       bsearch(&real, w->journal_done, w->njd, sizeof *w->journal_done, cmp_str) != NULL;
 }
 
