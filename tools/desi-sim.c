@@ -54,14 +54,23 @@ static const char usage_text[] =
 	"usage: starpipe-desi-sim --psf PSF.fits -o IMAGE.fits [--wave WMIN,WMAX,DW]\n"
 	"                         [--specmin S] [--nspec N] [-s SEED] [--rdnoise E]\n"
 	"                         [--no-noise] [--mask-blobs N] [--wavepad P]\n"
-	"                         [--wavepad-extra X]\n"
+	"                         [--wavepad-extra X] [--camera CAM [--psf-out FILE]]\n"
+	"                         [--night NIGHT] [--expid EXPID]\n"
 	"Simulates a pre-processed CCD image (HDUs IMAGE, IVAR, MASK, FIBERMAP) of\n"
 	"fibres S .. S+N-1 (default 0, 500) through the GaussHermite PSF, and\n"
 	"records their true spectra (TRUTH [N][nwave padded], electrons per bin;\n"
 	"TRUEWAVE) on the extraction's padded grid: WMIN - P*DW .. WMAX + (P+X)*DW.\n"
 	"Defaults: --wave the PSF's range as the extraction's default grid\n"
 	"(ceil(wmin_all),floor(wmax_all),0.8; DESI's r grid is 5760,7620,0.8),\n"
-	"--rdnoise 3.0 --wavepad 12 --wavepad-extra 50 -s 1.\n";
+	"--rdnoise 3.0 --wavepad 12 --wavepad-extra 50 -s 1.\n"
+	"--camera CAM (b0 .. z9) names the image's camera (default: the PSF's\n"
+	"CAMERA, else r0); with --psf-out, the PSF (an r camera's) is first written\n"
+	"to FILE mapped to CAM's arm, its WAVEMIN/WAVEMAX moved so that DESI's\n"
+	"nightly grid of the arm fits (b: shifted by -2000 A, 3543 .. 5826; z: by\n"
+	"+1977 A, 7520 .. 9803, short of the z grid's 9824; r: as it is), CAMERA set\n"
+	"and the mapping said\n"
+	"in its header (SIMPSF*: a simulated PSF, not a measured one); the image is\n"
+	"simulated through it.  --night and --expid go into the image's header.\n";
 
 #define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-desi-sim", usage_text, fmt, arg)
 
@@ -180,8 +189,76 @@ static void psf_camera(const char *path, char *cam, size_t size)
 	desi_fits_close(&f);
 }
 
+/* The r PSF `in` mapped to camera cam's arm into `out` (see the usage):
+ * every HDU's WAVEMIN/WAVEMAX sent to the arm's range, CAMERA set, the
+ * mapping in SIMPSF* keys.  Written to OUT.tmp.PID and renamed.  0 or 1
+ * (said). */
+static int map_psf(const char *in, const char *out, const char *cam)
+{
+	fitsfile *fi = NULL, *fo = NULL;
+	int status = 0, nhdu = 0;
+	char tmp[4096], outname[4200];
+	double lo = 0; /* the arm's shift */
+	if (cam[0] == 'b') {
+		lo = -2000; /* a shift */
+	} else if (cam[0] == 'z') {
+		lo = 1977; /* a shift: 7520 .. 9803 A */
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+	snprintf(outname, sizeof outname, "!%s", tmp);
+	fits_open_file(&fi, in, READONLY, &status);
+	fits_create_file(&fo, outname, &status);
+	fits_copy_file(fi, fo, 1, 1, 1, &status);
+	fits_get_num_hdus(fo, &nhdu, &status);
+	double w0 = 0, w1 = 0;
+	for (int h = 1; status == 0 && h <= nhdu; h++) {
+		int ks = 0;
+		double a, b;
+		fits_movabs_hdu(fo, h, NULL, &status);
+		fits_read_key(fo, TDOUBLE, "WAVEMIN", &a, NULL, &ks);
+		fits_read_key(fo, TDOUBLE, "WAVEMAX", &b, NULL, &ks);
+		if (ks != 0)
+			continue;
+		w0 = a;
+		w1 = b;
+		a += lo;
+		b += lo;
+		fits_update_key(fo, TDOUBLE, "WAVEMIN", &a, NULL, &status);
+		fits_update_key(fo, TDOUBLE, "WAVEMAX", &b, NULL, &status);
+	}
+	char note[200];
+	snprintf(note, sizeof note, "r PSF %.0f..%.0f A mapped to %s's arm (%s)",
+		 w0, w1, cam, lo != 0 ? "shifted" : "as it is");
+	fits_movabs_hdu(fo, 1, NULL, &status);
+	fits_update_key(fo, TSTRING, "CAMERA", (char *)cam, "Spectrograph camera", &status);
+	fits_update_key_longstr(fo, "SIMPSF", (char *)in, "starpipe-desi-sim: mapped from this PSF",
+				&status);
+	fits_update_key_longstr(fo, "SIMPSFMP", note, "simulated PSF, not a measured one", &status);
+	if (fi != NULL) {
+		int s2 = 0;
+		fits_close_file(fi, &s2);
+	}
+	if (fo != NULL) {
+		int s2 = 0;
+		fits_close_file(fo, &s2);
+		if (status == 0)
+			status = s2;
+	}
+	if (status == 0 && rename(tmp, out) != 0)
+		status = FILE_NOT_CREATED;
+	if (status != 0) {
+		char msg[FLEN_STATUS];
+		fits_get_errstatus(status, msg);
+		fprintf(stderr, "starpipe-desi-sim: %s: cannot write the mapped PSF from %s: %s\n", out,
+			in, msg);
+		remove(tmp);
+		return 1;
+	}
+	return 0;
+}
+
 typedef struct sim {
-	const char *psf_path, *out;
+	const char *psf_path, *out, *cam_opt, *psf_out, *night, *expid;
 	double wmin, wmax, dw, rdnoise;
 	int specmin, nspec, noise, nblobs, wavepad, extra;
 	uint64_t seed;
@@ -324,6 +401,10 @@ static int write_all(sim_t *s, fitsfile *f)
 	fits_update_key(f, TSTRING, "EXTNAME", "IMAGE", NULL, &status);
 	fits_update_key(f, TSTRING, "BUNIT", "electron", NULL, &status);
 	fits_update_key(f, TSTRING, "CAMERA", s->camera, "Spectrograph camera", &status);
+	if (s->night != NULL)
+		fits_update_key(f, TSTRING, "NIGHT", (char *)s->night, "Night of the exposure", &status);
+	if (s->expid != NULL)
+		fits_update_key(f, TSTRING, "EXPID", (char *)s->expid, "Exposure number", &status);
 	fits_update_key(f, TDOUBLE, "RDNOISE", &s->rdnoise, "Read noise [electron]", &status);
 	fits_update_key(f, TLONGLONG, "SIMSEED", &seed, "starpipe-desi-sim seed", &status);
 	fits_update_key(f, TLOGICAL, "SIMNOISE", &s->noise, "Noise added", &status);
@@ -465,6 +546,16 @@ int main(int argc, char **argv)
 		} else if (strcmp(o, "--wavepad") == 0) {
 			if (!tool_integer(v, 0, 10000, &s.wavepad))
 				return BAD_USAGE("--wavepad: '%s' is not an integer in 0 .. 10000", v);
+		} else if (strcmp(o, "--camera") == 0) {
+			if (strlen(v) != 2 || strchr("brz", v[0]) == NULL || v[1] < '0' || v[1] > '9')
+				return BAD_USAGE("--camera: '%s' is not b0 .. b9, r0 .. r9 or z0 .. z9", v);
+			s.cam_opt = v;
+		} else if (strcmp(o, "--psf-out") == 0) {
+			s.psf_out = v;
+		} else if (strcmp(o, "--night") == 0) {
+			s.night = v;
+		} else if (strcmp(o, "--expid") == 0) {
+			s.expid = v;
 		} else if (strcmp(o, "--wavepad-extra") == 0) {
 			if (!tool_integer(v, 0, 10000, &s.extra))
 				return BAD_USAGE("--wavepad-extra: '%s' is not an integer in "
@@ -477,6 +568,13 @@ int main(int argc, char **argv)
 		return BAD_USAGE("%s", "--psf PSF.fits is required");
 	if (s.out == NULL)
 		return BAD_USAGE("%s", "-o IMAGE.fits is required");
+	if (s.psf_out != NULL && s.cam_opt == NULL)
+		return BAD_USAGE("%s", "--psf-out goes with --camera");
+	if (s.psf_out != NULL) {
+		if (map_psf(s.psf_path, s.psf_out, s.cam_opt) != 0)
+			return 1;
+		s.psf_path = s.psf_out;
+	}
 
 	if (desi_psf_read(s.psf_path, &s.psf, &err) != 0) {
 		fprintf(stderr, "starpipe-desi-sim: %s\n", err.msg);
@@ -489,6 +587,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	psf_camera(s.psf_path, s.camera, 16);
+	if (s.cam_opt != NULL)
+		snprintf(s.camera, sizeof s.camera, "%s", s.cam_opt);
 	/* The grid as the extraction builds it, by default over the PSF's range. */
 	if (desi_psf_default_grid(s.psf, &s.wmin, &s.wmax) != 0 || !(s.wmax >= s.wmin)) {
 		fprintf(stderr, "starpipe-desi-sim: %s: no wavelength range from its YTRACE; "
