@@ -1,4 +1,6 @@
 /* Every stage kind a graph file may use: one line per kind, sorted by name. */
+#include "desi/fitskey.h" /* ${header.KEY}: FITS headers, by the DESI pipeline's safe reader */
+#include "graph.h"
 #include "stage.h"
 
 /*
@@ -9,7 +11,10 @@
  * (sp_stage_kinds_link()) before main(): the command line puts it in the
  * registry it gives the graph loader (src/cli/registry.c) without calling
  * up into codelets/, and src/graph builds and is tested with another list
- * (tests/test_graph.c) and without StarPU.  Adding a kind is one line here (doc/stage-kinds.md); the list
+ * (tests/test_graph.c) and without StarPU.  The same constructor gives the
+ * graph layer the reader of ${header.KEY} (sp_graph_set_header_reader()):
+ * FITS headers, by the DESI pipeline's safe opener.  Adding a kind is one
+ * line here (doc/stage-kinds.md); the list
  * must stay sorted by name, which sp_stage_find()'s binary search needs and
  * tests/stage-kinds.test checks.
  */
@@ -44,4 +49,5 @@ static const sp_stage_kind_t *const kinds[] = { SP_KINDS(SP__ENTRY) };
 __attribute__((constructor)) static void link_kinds(void)
 {
 	sp_stage_kinds_link(kinds, sizeof kinds / sizeof kinds[0]);
+	sp_graph_set_header_reader(desi_header_value);
 }

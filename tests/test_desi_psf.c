@@ -329,6 +329,45 @@ static void test_properties_67784(void **state)
 	check_properties("psf-r0-00067784.fits");
 }
 
+/* The camera's arm grid (desi_proc's), kept inside the PSF's domain; an
+ * unknown camera, or an arm the PSF does not cover, takes the PSF's range. */
+static void test_default_grid(void **state)
+{
+	(void)state;
+	double lo, hi, a, b, wa, wb;
+	assert_int_equal(desi_camera_arm("b3", &lo, &hi), 1);
+	assert_true(lo == 3600 && hi == 5800);
+	assert_int_equal(desi_camera_arm("'r0      '", &lo, &hi), 1); /* specex's CAMERA */
+	assert_true(lo == 5760 && hi == 7620);
+	assert_int_equal(desi_camera_arm("Z9", &lo, &hi), 1);
+	assert_true(lo == 7520 && hi == 9824);
+	assert_int_equal(desi_camera_arm("r", &lo, &hi), 0);
+	assert_int_equal(desi_camera_arm("x1", &lo, &hi), 0);
+	assert_int_equal(desi_camera_arm("r10", &lo, &hi), 0);
+	assert_int_equal(desi_camera_arm(NULL, &lo, &hi), 0);
+
+	desi_psf_t *psf = load_psf("psf-r0-00051060.fits");
+	assert_int_equal(desi_psf_wave_range(psf, &wa, &wb), 0);
+	a = b = 0;
+	assert_int_equal(desi_psf_default_grid(psf, "r0", 0.8, &a, &b), 0);
+	assert_true(a == 5760 && b == 7620);
+	a = b = 0; /* no camera: desispec's ceil(wmin_all) .. floor(wmax_all) */
+	assert_int_equal(desi_psf_default_grid(psf, "", 0.8, &a, &b), 0);
+	assert_true(a == ceil(wa) && b == floor(wb));
+	a = b = 0; /* a b camera on an r PSF: less than half its arm covered */
+	assert_int_equal(desi_psf_default_grid(psf, "b0", 0.8, &a, &b), 0);
+	assert_true(a == ceil(wa) && b == floor(wb));
+	a = 6000, b = 0; /* a given end is kept */
+	assert_int_equal(desi_psf_default_grid(psf, "r0", 0.8, &a, &b), 0);
+	assert_true(a == 6000 && b == 7620);
+	/* the domain cut short: the grid ends on the arm's last point inside it */
+	psf->wmax = psf->xwmax = psf->ywmax = 6999.9;
+	a = b = 0;
+	assert_int_equal(desi_psf_default_grid(psf, "r0", 0.8, &a, &b), 0);
+	assert_true(a == 5760 && fabs(b - 6998.4) < 1e-9);
+	desi_psf_free(&psf);
+}
+
 /* ------------------------------------------------------------ bad files */
 
 static int setup(void **state)
@@ -629,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_reference),
 		cmocka_unit_test(test_properties_51060),
 		cmocka_unit_test(test_properties_67784),
+		cmocka_unit_test(test_default_grid),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_not_fits),
 		cmocka_unit_test(test_no_psf_hdu),

@@ -463,6 +463,94 @@ static void test_param_variable_errors(void **state)
 }
 
 
+/* A header reader for the tests: CAMERA b0, EXPID 67784, NAME 'abc'. */
+static int fake_header(const char *path, const char *key, char *value, size_t n, sp_err_t *err)
+{
+	static const char *const kv[][2] = { { "CAMERA", "b0" }, { "EXPID", "67784" },
+					     { "NAME", "abc" } };
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+		if (strcmp(kv[i][0], key) == 0) {
+			snprintf(value, n, "%s", kv[i][1]);
+			return 0;
+		}
+	return sp_seterr(err, SP_EFORMAT, "%s: no HDU has header keyword %s", path, key);
+}
+
+/* stage a's file expanded for item, or the error's message in buf. */
+static const char *expand_file(const char *file, const char *item, char *buf, size_t len)
+{
+	char text[512];
+	sp_diag_t d;
+	int rc;
+	snprintf(text, sizeof text,
+		 "starpipe: 1\npipeline: t\nstages:\n  a:\n    uses: t.src\n    with: {file: \"%s\"}\n",
+		 file);
+	sp_graph_t *g = load(text, &d, &rc);
+	assert_int_equal(rc, 0);
+	sp_err_t err = { 0 };
+	char *t = sp_graph_expand_item(sp_gstage_param(&g->stages[0], "file")->text, item, 3, &err);
+	snprintf(buf, len, "%s", t != NULL ? t : err.msg);
+	if (t == NULL)
+		assert_int_not_equal(err.code, 0);
+	free(t);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+	return buf;
+}
+
+/* ${item.dir} and ${header.KEY}: expansion, formats, a missing keyword, the
+ * checks at load, and batch-wide stages (a header value is no item's own). */
+static void test_item_builtins(void **state)
+{
+	(void)state;
+	char b[512];
+	sp_graph_set_header_reader(fake_header);
+	assert_string_equal(expand_file("${item.dir}/x-${stem}.fits", "a/b/c.fits", b, sizeof b),
+			    "a/b/x-c.fits");
+	assert_string_equal(expand_file("${item.dir}/x", "c.fits", b, sizeof b), "./x");
+	assert_string_equal(expand_file("${item.dir}x", "/c.fits", b, sizeof b), "/x");
+	assert_string_equal(expand_file("p-${header.CAMERA}-${header.EXPID:08d}-${index}.fits",
+					"i.fits", b, sizeof b),
+			    "p-b0-00067784-3.fits");
+	assert_string_equal(expand_file("[${header.EXPID:7d}] $$5", "i.fits", b, sizeof b),
+			    "[  67784] $5");
+	assert_string_equal(expand_file("${header.NAME:08d}", "i.fits", b, sizeof b),
+			    "i.fits: header keyword NAME is 'abc', not an integer (for "
+			    "${header.NAME:08d})");
+	assert_string_equal(expand_file("psf-${header.SPECGRPH}.fits", "i.fits", b, sizeof b),
+			    "i.fits: no HDU has header keyword SPECGRPH");
+	sp_graph_set_header_reader(NULL);
+	assert_string_equal(expand_file("${header.CAMERA}", "i.fits", b, sizeof b),
+			    "i.fits: ${header.CAMERA}: no header reader in this program");
+	/* checked at load: the reference's form, and where it may be used */
+	expect_error("starpipe: 1\npipeline: t\nstages:\n  a:\n    uses: t.src\n"
+		     "    with: {file: \"${header.CAMERA:x}\"}\n",
+		     "invalid header reference '${header.CAMERA:x}' (write ${header.KEY}, or "
+		     "${header.KEY:08d} for an integer zero-padded to 8 digits)");
+	expect_error("starpipe: 1\npipeline: t\nstages:\n  a:\n    uses: t.src\n"
+		     "    with: {file: \"${header.}\"}\n",
+		     "invalid header reference '${header.}' (write ${header.KEY}, or "
+		     "${header.KEY:08d} for an integer zero-padded to 8 digits)");
+	expect_error("starpipe: 1\npipeline: t\nstages:\n  a:\n    uses: t.src\n"
+		     "    with: {file: f, n: \"${header.EXPID}\"}\n",
+		     "parameter 'n' of 't.src' cannot use the per-item variable "
+		     "'${header.EXPID}' (only path and string parameters can)");
+	/* a stage whose file is a header's value stays batch-wide; ${stem} does not */
+	sp_diag_t d;
+	int rc;
+	unsigned char wide[2];
+	sp_graph_t *g = load("starpipe: 1\npipeline: t\nstages:\n  a:\n    uses: t.src\n"
+			     "    with: {file: \"${item.dir}/p-${header.CAMERA}.npy\"}\n"
+			     "  b:\n    uses: t.src\n    with: {file: \"${stem}.npy\"}\n",
+			     &d, &rc);
+	assert_int_equal(rc, 0);
+	sp_graph_batch_wide(g, wide);
+	assert_int_equal(wide[0], 1);
+	assert_int_equal(wide[1], 0);
+	sp_graph_free(&g);
+	sp_diag_free(&d);
+}
+
 /* Writes text to a fresh file in dir, named name; returns its path in buf. */
 static const char *put_file(const char *dir, const char *name, const char *text, char *buf,
 			    size_t len)
@@ -638,6 +726,7 @@ int main(void)
 		cmocka_unit_test(test_param_set_reaches),
 		cmocka_unit_test(test_param_variable_errors),
 		cmocka_unit_test(test_manifest_columns),
+		cmocka_unit_test(test_item_builtins),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,8 +60,9 @@ static const char usage_text[] =
 	"fibres S .. S+N-1 (default 0, 500) through the GaussHermite PSF, and\n"
 	"records their true spectra (TRUTH [N][nwave padded], electrons per bin;\n"
 	"TRUEWAVE) on the extraction's padded grid: WMIN - P*DW .. WMAX + (P+X)*DW.\n"
-	"Defaults: --wave the PSF's range as the extraction's default grid\n"
-	"(ceil(wmin_all),floor(wmax_all),0.8; DESI's r grid is 5760,7620,0.8),\n"
+	"Defaults: --wave the extraction's default grid: the camera's arm grid\n"
+	"(b 3600,5800; r 5760,7620; z 7520,9824; step 0.8) within the PSF's\n"
+	"domain, else the PSF's range (ceil(wmin_all),floor(wmax_all),0.8),\n"
 	"--rdnoise 3.0 --wavepad 12 --wavepad-extra 50 -s 1.\n"
 	"--camera CAM (b0 .. z9) names the image's camera (default: the PSF's\n"
 	"CAMERA, else r0); with --psf-out, the PSF (an r camera's) is first written\n"
@@ -70,7 +71,8 @@ static const char usage_text[] =
 	"+1977 A, 7520 .. 9803, short of the z grid's 9824; r: as it is), CAMERA set\n"
 	"and the mapping said\n"
 	"in its header (SIMPSF*: a simulated PSF, not a measured one); the image is\n"
-	"simulated through it.  --night and --expid go into the image's header.\n";
+	"simulated through it.  --night YYYYMMDD and --expid N go into the image's\n"
+	"header, as integers (DESI's NIGHT and EXPID).\n";
 
 #define BAD_USAGE(fmt, arg) tool_bad_usage("starpipe-desi-sim", usage_text, fmt, arg)
 
@@ -258,7 +260,8 @@ static int map_psf(const char *in, const char *out, const char *cam)
 }
 
 typedef struct sim {
-	const char *psf_path, *out, *cam_opt, *psf_out, *night, *expid;
+	const char *psf_path, *out, *cam_opt, *psf_out;
+	long night, expid; /* -1: none */
 	double wmin, wmax, dw, rdnoise;
 	int specmin, nspec, noise, nblobs, wavepad, extra;
 	uint64_t seed;
@@ -401,10 +404,11 @@ static int write_all(sim_t *s, fitsfile *f)
 	fits_update_key(f, TSTRING, "EXTNAME", "IMAGE", NULL, &status);
 	fits_update_key(f, TSTRING, "BUNIT", "electron", NULL, &status);
 	fits_update_key(f, TSTRING, "CAMERA", s->camera, "Spectrograph camera", &status);
-	if (s->night != NULL)
-		fits_update_key(f, TSTRING, "NIGHT", (char *)s->night, "Night of the exposure", &status);
-	if (s->expid != NULL)
-		fits_update_key(f, TSTRING, "EXPID", (char *)s->expid, "Exposure number", &status);
+	/* integers, as DESI's raw data and preproc headers have them */
+	if (s->night >= 0)
+		fits_update_key(f, TLONG, "NIGHT", &s->night, "Night of the exposure", &status);
+	if (s->expid >= 0)
+		fits_update_key(f, TLONG, "EXPID", &s->expid, "Exposure number", &status);
 	fits_update_key(f, TDOUBLE, "RDNOISE", &s->rdnoise, "Read noise [electron]", &status);
 	fits_update_key(f, TLONGLONG, "SIMSEED", &seed, "starpipe-desi-sim seed", &status);
 	fits_update_key(f, TLOGICAL, "SIMNOISE", &s->noise, "Noise added", &status);
@@ -497,7 +501,8 @@ static int write_file(sim_t *s)
 int main(int argc, char **argv)
 {
 	sim_t s = { .wmin = 0, .wmax = 0, .dw = 0.8, .rdnoise = 3.0, .specmin = 0,
-		    .nspec = 500, .noise = 1, .wavepad = 12, .extra = 50, .seed = 1 };
+		    .nspec = 500, .noise = 1, .wavepad = 12, .extra = 50, .seed = 1,
+		    .night = -1, .expid = -1 };
 	double x;
 	sp_err_t err = { 0, "" };
 
@@ -553,9 +558,17 @@ int main(int argc, char **argv)
 		} else if (strcmp(o, "--psf-out") == 0) {
 			s.psf_out = v;
 		} else if (strcmp(o, "--night") == 0) {
-			s.night = v;
+			char *end;
+			errno = 0;
+			s.night = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || strlen(v) != 8 || s.night < 19000101)
+				return BAD_USAGE("--night: '%s' is not a night YYYYMMDD", v);
 		} else if (strcmp(o, "--expid") == 0) {
-			s.expid = v;
+			char *end;
+			errno = 0;
+			s.expid = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || end == v || s.expid < 0 || s.expid > 99999999)
+				return BAD_USAGE("--expid: '%s' is not an exposure number 0 .. 99999999", v);
 		} else if (strcmp(o, "--wavepad-extra") == 0) {
 			if (!tool_integer(v, 0, 10000, &s.extra))
 				return BAD_USAGE("--wavepad-extra: '%s' is not an integer in "
@@ -589,8 +602,9 @@ int main(int argc, char **argv)
 	psf_camera(s.psf_path, s.camera, 16);
 	if (s.cam_opt != NULL)
 		snprintf(s.camera, sizeof s.camera, "%s", s.cam_opt);
-	/* The grid as the extraction builds it, by default over the PSF's range. */
-	if (desi_psf_default_grid(s.psf, &s.wmin, &s.wmax) != 0 || !(s.wmax >= s.wmin)) {
+	/* The grid as the extraction builds it: by default the camera's arm
+	 * grid, within the PSF's range. */
+	if (desi_psf_default_grid(s.psf, s.camera, s.dw, &s.wmin, &s.wmax) != 0 || !(s.wmax >= s.wmin)) {
 		fprintf(stderr, "starpipe-desi-sim: %s: no wavelength range from its YTRACE; "
 			"give --wave\n", s.psf_path);
 		desi_psf_free(&s.psf);

@@ -5,6 +5,7 @@
 #include "fitskey.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -269,5 +270,91 @@ int desi_fitskey_double(fitsfile *f, const char *path, const char *hdu, const ch
 				 hdu, key, is_string ? "'" : "", excerpt(val, ex, sizeof ex),
 				 is_string ? "'" : "", lo, hi);
 	*v = d;
+	return 0;
+}
+
+/* ------------------------------------------- ${header.KEY} of an item */
+
+/* Recent answers: a frame's parameters expand the same keyword several
+ * times (its PSF, its output folder and name, when planned and when run);
+ * a file that changed (size, mtime, inode) is read again. */
+#define HDR_CACHE 64
+static struct hdr_entry {
+	char path[512], key[72], value[FLEN_VALUE];
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+} hdr_cache[HDR_CACHE];
+static size_t hdr_next, hdr_used;
+static pthread_mutex_t hdr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int same_file(const struct hdr_entry *e, const char *path, const char *key,
+		     const struct stat *st)
+{
+	return strcmp(e->path, path) == 0 && strcmp(e->key, key) == 0 && e->dev == st->st_dev &&
+	       e->ino == st->st_ino && e->size == st->st_size &&
+	       e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The keyword's value text in the first HDU that has it. */
+static int header_lookup(const char *path, const char *key, char *val, size_t n, sp_err_t *err)
+{
+	fitsfile *f = NULL;
+	int rc = desi_fits_open(path, &f, err), status = 0, is_string;
+	for (int h = 1; rc == 0; h++) {
+		if (fits_movabs_hdu(f, h, NULL, &status) != 0) {
+			fits_clear_errmsg();
+			rc = sp_seterr(err, SP_EFORMAT, "%s: no HDU has header keyword %s", path, key);
+			break;
+		}
+		char hname[16];
+		snprintf(hname, sizeof hname, "HDU %d", h);
+		int r = raw_value(f, path, hname, key, val, n, &is_string, err);
+		if (r != 1) {
+			rc = r;
+			break;
+		}
+	}
+	desi_fits_close(&f);
+	return rc;
+}
+
+int desi_header_value(const char *path, const char *key, char *value, size_t n, sp_err_t *err)
+{
+	struct stat st;
+	char val[FLEN_VALUE];
+	if (stat(path, &st) != 0)
+		return sp_seterr(err, SP_ENOENT, "%s: cannot read its header: %s", path, strerror(errno));
+	pthread_mutex_lock(&hdr_lock);
+	for (size_t i = 0; i < hdr_used; i++)
+		if (same_file(&hdr_cache[i], path, key, &st)) {
+			snprintf(val, sizeof val, "%s", hdr_cache[i].value);
+			pthread_mutex_unlock(&hdr_lock);
+			goto found;
+		}
+	pthread_mutex_unlock(&hdr_lock);
+	int rc = header_lookup(path, key, val, sizeof val, err);
+	if (rc != 0)
+		return rc;
+	if (strlen(path) < sizeof hdr_cache[0].path && strlen(key) < sizeof hdr_cache[0].key) {
+		pthread_mutex_lock(&hdr_lock);
+		struct hdr_entry *e = &hdr_cache[hdr_next];
+		hdr_next = (hdr_next + 1) % HDR_CACHE;
+		hdr_used += hdr_used < HDR_CACHE;
+		snprintf(e->path, sizeof e->path, "%s", path);
+		snprintf(e->key, sizeof e->key, "%s", key);
+		snprintf(e->value, sizeof e->value, "%s", val);
+		e->dev = st.st_dev;
+		e->ino = st.st_ino;
+		e->size = st.st_size;
+		e->mtime = st.st_mtim;
+		pthread_mutex_unlock(&hdr_lock);
+	}
+found:
+	if (strlen(val) >= n)
+		return sp_seterr(err, SP_EFORMAT, "%s: header keyword %s is longer than %zu characters",
+				 path, key, n - 1);
+	memcpy(value, val, strlen(val) + 1);
 	return 0;
 }

@@ -75,4 +75,10 @@ int desi_fitskey_value_text(const char *card, char *val, size_t n, int *is_strin
 int desi_fitskey_parse_long(const char *text, long *v);
 int desi_fitskey_parse_double(const char *text, double *v);
 
+/* ${header.KEY} of a graph (sp_graph_set_header_reader()): keyword key of
+ * FITS file path, from the first HDU that has it (a string without its
+ * quotes, a number as written), into value[n].  Opened as desi_fits_open()
+ * does; recent answers are kept while the file is unchanged. */
+int desi_header_value(const char *path, const char *key, char *value, size_t n, sp_err_t *err);
+
 #endif /* SP_DESI_FITSKEY_H */

@@ -15,7 +15,7 @@ SP_LIB_SOURCES += \
 	%D%/write_codelet.c
 SP_CUDA_SOURCES += %D%/psf_cuda.cu %D%/extract_cuda.cu %D%/extract_cuda_host.cu
 SP_LIB_SOURCES += %D%/extract_cuda.h
-SP_GRAPHS += graphs/desi-extract.yaml
+SP_GRAPHS += graphs/desi-extract.yaml graphs/desi-night.yaml
 EXTRA_DIST += doc/desi.md bench/desi
 
 # the frame simulator

@@ -141,12 +141,55 @@ int desi_psf_wave_range(const desi_psf_t *psf, double *wmin_all, double *wmax_al
 	return 0;
 }
 
-int desi_psf_default_grid(const desi_psf_t *psf, double *wmin, double *wmax)
+int desi_camera_arm(const char *camera, double *lo, double *hi)
 {
-	double lo, hi;
+	/* desispec's nightly grids (desi_proc), the same for every spectrograph */
+	static const struct {
+		char arm;
+		double lo, hi;
+	} arms[] = { { 'b', 3600, 5800 }, { 'r', 5760, 7620 }, { 'z', 7520, 9824 } };
+	if (camera == NULL)
+		return 0;
+	while (*camera == ' ' || *camera == '\'') /* specex writes CAMERA = '''r0      ''' */
+		camera++;
+	char c = camera[0] >= 'A' && camera[0] <= 'Z' ? (char)(camera[0] - 'A' + 'a') : camera[0];
+	if (c == '\0' || camera[1] < '0' || camera[1] > '9' ||
+	    (camera[2] != '\0' && camera[2] != ' ' && camera[2] != '\''))
+		return 0;
+	for (size_t i = 0; i < sizeof arms / sizeof arms[0]; i++)
+		if (arms[i].arm == c) {
+			*lo = arms[i].lo;
+			*hi = arms[i].hi;
+			return 1;
+		}
+	return 0;
+}
+
+int desi_psf_default_grid(const desi_psf_t *psf, const char *camera, double dw, double *wmin,
+			  double *wmax)
+{
+	double lo, hi, alo, ahi;
 
 	if (*wmin != 0 && *wmax != 0)
 		return 0;
+	if (desi_camera_arm(camera, &alo, &ahi) && dw > 0) {
+		/* desi_proc's grid, its points kept, within the PSF's domain
+		 * (WAVEMIN .. WAVEMAX) */
+		lo = ceil(fmax(psf->wmin, fmax(psf->xwmin, psf->ywmin)));
+		hi = floor(fmin(psf->wmax, fmin(psf->xwmax, psf->ywmax)));
+		double a = *wmin, b = *wmax;
+		if (a == 0)
+			a = alo >= lo ? alo : alo + ceil((lo - alo) / dw - 1e-9) * dw;
+		if (b == 0) /* the last point within the domain too */
+			b = ahi <= hi ? ahi : a + floor((hi - a) / dw + 1e-9) * dw;
+		/* a camera whose arm the PSF covers less than half of is not its
+		 * camera (an r PSF given for a b image): the PSF's range then */
+		if (a <= b && a >= lo && b <= hi && b - a >= 0.5 * (ahi - alo)) {
+			*wmin = a;
+			*wmax = b;
+			return 0;
+		}
+	}
 	if (desi_psf_wave_range(psf, &lo, &hi) != 0)
 		return -1;
 	if (*wmin == 0)

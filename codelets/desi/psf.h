@@ -61,10 +61,23 @@ double desi_psf_wave_at_row(const desi_psf_t *psf, int f, double y);
  * floor(wmax_all). */
 int desi_psf_wave_range(const desi_psf_t *psf, double *wmin_all, double *wmax_all);
 
-/* desispec's default output grid ends: a *wmin of 0 becomes
- * ceil(wmin_all), a *wmax of 0 floor(wmax_all); others are kept.  0, or -1
- * when a 0 needs the range and desi_psf_wave_range() fails. */
-int desi_psf_default_grid(const desi_psf_t *psf, double *wmin, double *wmax);
+/* The nightly grid's ends of the arm a camera name ("b0" .. "z9", as a
+ * CAMERA keyword: case, blanks and specex's inner quotes aside) is in:
+ * b 3600 .. 5800, r 5760 .. 7620, z 7520 .. 9824 Angstrom (desispec's
+ * desi_proc).  1, or 0 when camera (NULL allowed) names no arm. */
+int desi_camera_arm(const char *camera, double *lo, double *hi);
+
+/* The default output grid's ends: a *wmin of 0 becomes the start of the
+ * camera's arm grid (desi_camera_arm()), a *wmax of 0 its end, each kept
+ * within the PSF's domain (ceil .. floor of the narrowest of its and its
+ * traces' WAVEMIN .. WAVEMAX; on the arm's points, dw apart).  Without an
+ * arm (camera NULL or unknown), or one the PSF's domain covers less than
+ * half of (not its camera),
+ * ceil(wmin_all) and floor(wmax_all), desispec's default without -w.
+ * Others are kept.  0, or -1 when a 0 needs the range and
+ * desi_psf_wave_range() fails. */
+int desi_psf_default_grid(const desi_psf_t *psf, const char *camera, double dw, double *wmin,
+			  double *wmax);
 
 /* Number of doubles per (fibre, wavelength) in a spot-parameter array:
  * X, Y, GHSIGX, GHSIGY, then the GH-i-j coefficients, i major. */

@@ -9,6 +9,7 @@
 #include "stage.h"
 #include "barycorr.h"
 #include "desi_job.h"
+#include "fitskey.h"
 #ifdef SP_HAVE_CUDA
 #include "cuda_handles.h"
 #endif
@@ -169,10 +170,18 @@ static int spots_run(sp_item_t *item, const sp_gstage_t *st, sp_value_t *const *
 
 	const struct spots_params *sp = st->typed;
 	desi_plan_t *pl = &j->plan;
-	/* desispec's default grid: the wavelengths every fibre's trace has on
-	 * the CCD, rounded inwards to whole Angstroms. */
+	/* The default grid: the image's camera's arm grid (desi_proc's), within
+	 * the wavelengths every fibre's trace has on the CCD; without a CAMERA
+	 * keyword naming an arm, those wavelengths rounded inwards to whole
+	 * Angstroms (desispec's default).  A header that cannot be read here
+	 * fails the image's own read. */
 	double wmin = sp->wmin, wmax = sp->wmax, dw = sp->dw, bary = 1;
-	if (desi_psf_default_grid(psf, &wmin, &wmax) != 0)
+	char camera[72] = "";
+	sp_err_t cerr = { 0 };
+	if ((wmin == 0 || wmax == 0) &&
+	    desi_header_value(iv->path, "CAMERA", camera, sizeof camera, &cerr) != 0)
+		camera[0] = '\0';
+	if (desi_psf_default_grid(psf, camera, dw, &wmin, &wmax) != 0)
 		return sp_status_set(status, SP_EINVAL,
 				     "%s: cannot invert the PSF's YTRACE to find its wavelength range; "
 				     "set wmin and wmax", pv->path);

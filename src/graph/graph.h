@@ -117,9 +117,28 @@ int sp_graph_load_string(const char *path, const char *text, const sp_var_t *var
 void sp_graph_free(sp_graph_t **g);
 
 /* Expands the per-item builtins in text: ${item} (the item's path), ${stem}
- * (its base name without directory and last extension) and ${index} (its
- * 0-based position).  Returns a malloc'd string or NULL on ENOMEM. */
+ * (its base name without directory and last extension), ${index} (its
+ * 0-based position), ${item.dir} (its folder: "." for a bare name) and
+ * ${header.KEY} (keyword KEY of the item's header, by the reader
+ * sp_graph_set_header_reader() set; ${header.KEY:08d} formats an integer
+ * value zero-padded to 8 digits, ${header.KEY:8d} space-padded).  Returns a
+ * malloc'd string, or NULL with err set (when err is not NULL): out of
+ * memory, or a header keyword that cannot be read (naming the item). */
+char *sp_graph_expand_item(const char *text, const char *item, size_t index, sp_err_t *err);
+
+/* Same, for texts known to need no header (NULL: out of memory, or a header
+ * keyword that cannot be read). */
 char *sp_graph_expand(const char *text, const char *item, size_t index);
+
+/* Reads keyword key of file path's header into value[n] (a string's text
+ * without its quotes; a number as written); 0, or an SP_E* code with err
+ * set to one line naming the file and the reason. */
+typedef int (*sp_header_reader_fn)(const char *path, const char *key, char *value, size_t n,
+				   sp_err_t *err);
+
+/* The reader of ${header.KEY}: the stage kinds give it (codelets/kinds.c),
+ * before main(); without one such a reference fails its item. */
+void sp_graph_set_header_reader(sp_header_reader_fn fn);
 
 /* Replaces every item of items[0..*n) that names a folder by the files in
  * it whose names match g's `inputs: folder:` pattern (glob(3) with braces,
@@ -196,9 +215,11 @@ int sp_graph_variant(const sp_graph_t *g, const sp_item_table_t *tab, size_t row
 		     sp_graph_t **out, struct sp_err *err);
 
 /* Marks in wide[nstages] the stages that run once per batch: a kind that
- * does not tile, no output file, no per-item variable (${item}, ${stem},
- * ${index}) in its parameters, and inputs from such stages only.  Their
- * value is shared by every item of the batch. */
+ * does not tile, no output file, no per-item variable that names one item
+ * (${item}, ${stem}, ${index}) in its parameters, and inputs from such
+ * stages only.  Their value is shared by every item of the batch that has
+ * the same expanded parameters (${item.dir}, ${header.KEY} and a
+ * manifest's columns may differ between items). */
 void sp_graph_batch_wide(const sp_graph_t *g, unsigned char *wide);
 
 /* Writes the pipeline as Graphviz DOT: each stage with its kind, where it

@@ -54,13 +54,20 @@ const char *sp__open_reason(const char *path, const sp_err_t *e);
 
 /* --- graph_items.c: the per-item builtins -------------------------------- */
 
-#define SP__NBUILTINS 3
+#define SP__NBUILTINS 5
 
-/* ${item}, ${stem} and ${index}, by name. */
+/* ${item}, ${stem}, ${index}, ${item.dir}, by name, and "header.KEY" (for
+ * messages: a header reference is ${header.KEY} or ${header.KEY:08d}). */
 extern const char *const sp__graph_builtins[SP__NBUILTINS];
 
-/* Whether s[0..n) names a builtin. */
+/* Whether s[0..n) names a builtin (a well-formed header reference included). */
 int sp__graph_is_builtin(const char *s, size_t n);
+
+/* Whether text t holds a per-item builtin (then its literal '$' are `$$`). */
+int sp__graph_has_builtin(const char *t);
+
+/* Whether t holds ${item}, ${stem} or ${index}: a value of one item alone. */
+int sp__graph_names_item(const char *t);
 
 /* --- graph_topo.c -------------------------------------------------------- */
 

@@ -20,25 +20,76 @@
 #include <sys/types.h>
 
 /*
- * DESIGN: the per-item builtins ${item}, ${stem} and ${index} stay in a
- * parameter's text after loading (a literal '$' then written `$$`), and are
- * expanded here once per work item.  Unlike loading, which aborts when out
- * of memory, sp_graph_expand() returns NULL, since it runs per work item
- * inside a batch.
+ * DESIGN: the per-item builtins ${item}, ${stem}, ${index}, ${item.dir}
+ * and ${header.KEY} stay in a parameter's text after loading (a literal
+ * '$' then written `$$`), and are expanded here once per work item.  The
+ * dotted names cannot be a variable's (a variable's name has no '.'), so
+ * no graph's params: can shadow them.  A header keyword is read by the
+ * reader the stage kinds give (sp_graph_set_header_reader(): the graph
+ * layer reads no image format itself).  Unlike loading, which aborts when
+ * out of memory, sp_graph_expand_item() returns NULL, since it runs per
+ * work item inside a batch; a keyword that is missing fails that item only.
  */
 
-const char *const sp__graph_builtins[SP__NBUILTINS] = { "item", "stem", "index" };
+const char *const sp__graph_builtins[SP__NBUILTINS] = { "item", "stem", "index", "item.dir",
+							 "header.KEY" };
+
+static sp_header_reader_fn header_reader;
+
+void sp_graph_set_header_reader(sp_header_reader_fn fn) { header_reader = fn; }
+
+/* ${header.KEY} or ${header.KEY:FMT}: KEY a FITS keyword (letters, digits,
+ * '-', '_'; at most 70), FMT an integer's width as Python's format spec:
+ * `08d` (zero-padded) or `8d`.  *keylen and *width (0: none; negative:
+ * space-padded) on success. */
+static int header_ref(const char *s, size_t n, size_t *keylen, int *width)
+{
+	if (n <= 7 || memcmp(s, "header.", 7) != 0)
+		return 0;
+	s += 7;
+	n -= 7;
+	size_t k = 0;
+	while (k < n && s[k] != ':') {
+		char ch = s[k];
+		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		      ch == '-' || ch == '_'))
+			return 0;
+		k++;
+	}
+	if (k == 0 || k > 70)
+		return 0;
+	*keylen = k;
+	*width = 0;
+	if (k == n)
+		return 1;
+	const char *f = s + k + 1, *e = s + n;
+	int zero = f < e && *f == '0';
+	f += zero;
+	int w = 0;
+	if (f == e || *f < '1' || *f > '9')
+		return 0;
+	while (f < e && *f >= '0' && *f <= '9' && w < 100)
+		w = 10 * w + (*f++ - '0');
+	if (w >= 100 || f + 1 != e || *f != 'd')
+		return 0;
+	*width = zero ? w : -w;
+	return 1;
+}
 
 int sp__graph_is_builtin(const char *s, size_t n)
 {
-	for (size_t i = 0; i < SP__NBUILTINS; i++)
+	size_t kl;
+	int w;
+	for (size_t i = 0; i < SP__NBUILTINS - 1; i++)
 		if (strlen(sp__graph_builtins[i]) == n && memcmp(sp__graph_builtins[i], s, n) == 0)
 			return 1;
-	return 0;
+	return header_ref(s, n, &kl, &w);
 }
 
-/* Whether t holds a per-item builtin (then its literal '$' are `$$`). */
-static int has_builtin(const char *t)
+/* Whether t holds a builtin; with bound set, one of ${item}, ${stem} and
+ * ${index} only (those that name one item; ${item.dir} and ${header.KEY}
+ * are shared by the items of a folder, a camera). */
+static int scan_builtins(const char *t, int bound)
 {
 	for (; *t != '\0'; t++) {
 		if (t[0] == '$' && t[1] == '$') {
@@ -48,75 +99,139 @@ static int has_builtin(const char *t)
 		if (t[0] == '$' && t[1] == '{') {
 			const char *end = strchr(t, '}');
 
-			if (end != NULL && sp__graph_is_builtin(t + 2, (size_t)(end - t - 2)))
+			size_t n = end != NULL ? (size_t)(end - t - 2) : 0;
+			if (end != NULL && sp__graph_is_builtin(t + 2, n) &&
+			    (!bound || (n == 4 && memcmp(t + 2, "item", 4) == 0) ||
+			     (n == 4 && memcmp(t + 2, "stem", 4) == 0) ||
+			     (n == 5 && memcmp(t + 2, "index", 5) == 0)))
 				return 1;
 		}
 	}
 	return 0;
 }
 
-char *sp_graph_expand(const char *text, const char *item, size_t index)
-{
-	char num[32];
-	const char *base, *dot;
-	size_t cap, len = 0, stemlen;
-	char *out;
+int sp__graph_has_builtin(const char *t) { return scan_builtins(t, 0); }
+int sp__graph_names_item(const char *t) { return scan_builtins(t, 1); }
 
+/* A growing string that reports running out of memory instead of aborting. */
+struct xbuf {
+	char *s;
+	size_t len, cap;
+	int oom;
+};
+
+static void xb_add(struct xbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *t = realloc(b->s, cap);
+		if (t == NULL) {
+			b->oom = 1;
+			return;
+		}
+		b->s = t;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+/* Appends the value of keyword key[0..kl) of item's header, formatted as
+ * width says; 0, or an SP_E* code with err naming the item and the key. */
+static int add_header(struct xbuf *b, const char *item, const char *key, size_t kl, int width,
+		      sp_err_t *err)
+{
+	char k[72], v[128];
+	snprintf(k, sizeof k, "%.*s", (int)kl, key);
+	if (header_reader == NULL)
+		return sp_seterr(err, SP_EINVAL, "%s: ${header.%s}: no header reader in this program",
+				 item, k);
+	int rc = header_reader(item, k, v, sizeof v, err);
+	if (rc != 0)
+		return rc;
+	if (width == 0) {
+		xb_add(b, v, strlen(v));
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0')
+		return sp_seterr(err, SP_EFORMAT,
+				 "%s: header keyword %s is '%s', not an integer (for ${header.%s:%s%dd})",
+				 item, k, v, k, width > 0 ? "0" : "", width > 0 ? width : -width);
+	char num[160];
+	snprintf(num, sizeof num, width > 0 ? "%0*lld" : "%*lld", width > 0 ? width : -width, x);
+	xb_add(b, num, strlen(num));
+	return 0;
+}
+
+char *sp_graph_expand_item(const char *text, const char *item, size_t index, sp_err_t *err)
+{
 	if (item == NULL)
 		item = "";
-	if (!has_builtin(text))
-		return strdup(text);
-	base = strrchr(item, '/');
-	base = base != NULL ? base + 1 : item;
-	dot = strrchr(base, '.');
-	stemlen = dot != NULL && dot != base ? (size_t)(dot - base) : strlen(base);
-	snprintf(num, sizeof num, "%zu", index);
-
-	/* Each builtin's replacement is at most this long. */
-	cap = strlen(item) + sizeof num;
-	{
-		size_t nrefs = 0;
-
-		for (const char *t = text; (t = strchr(t, '$')) != NULL; t++)
-			nrefs++;
-		if (nrefs > (SIZE_MAX - strlen(text) - 1) / cap)
-			return NULL;
-		cap = strlen(text) + nrefs * cap + 1;
+	if (!sp__graph_has_builtin(text)) {
+		char *t = strdup(text);
+		if (t == NULL)
+			sp_seterr(err, SP_ENOMEM, "out of memory");
+		return t;
 	}
-	out = malloc(cap);
-	if (out == NULL)
-		return NULL;
-	for (const char *t = text; *t != '\0';) {
-		const char *rep = NULL;
-		size_t rlen = 0, skip = 0;
+	const char *base = strrchr(item, '/');
+	base = base != NULL ? base + 1 : item;
+	const char *dot = strrchr(base, '.');
+	size_t stemlen = dot != NULL && dot != base ? (size_t)(dot - base) : strlen(base);
+	struct xbuf b = { 0 };
+	int rc = 0;
 
+	xb_add(&b, "", 0);
+	for (const char *t = text; *t != '\0' && rc == 0;) {
+		const char *end = t[0] == '$' && t[1] == '{' ? strchr(t, '}') : NULL;
+		size_t n = end != NULL ? (size_t)(end - t - 2) : 0, kl;
+		int width;
 		if (t[0] == '$' && t[1] == '$') {
-			rep = "$";
-			rlen = 1;
-			skip = 2;
-		} else if (strncmp(t, "${item}", 7) == 0) {
-			rep = item;
-			rlen = strlen(item);
-			skip = 7;
-		} else if (strncmp(t, "${stem}", 7) == 0) {
-			rep = base;
-			rlen = stemlen;
-			skip = 7;
-		} else if (strncmp(t, "${index}", 8) == 0) {
-			rep = num;
-			rlen = strlen(num);
-			skip = 8;
-		}
-		if (rep == NULL) {
-			out[len++] = *t++;
+			xb_add(&b, "$", 1);
+			t += 2;
 			continue;
 		}
-		memcpy(out + len, rep, rlen);
-		len += rlen;
-		t += skip;
+		if (end == NULL || !sp__graph_is_builtin(t + 2, n)) {
+			xb_add(&b, t++, 1);
+			continue;
+		}
+		const char *name = t + 2;
+		t = end + 1;
+		if (n == 4 && memcmp(name, "item", 4) == 0)
+			xb_add(&b, item, strlen(item));
+		else if (n == 4 && memcmp(name, "stem", 4) == 0)
+			xb_add(&b, base, stemlen);
+		else if (n == 5 && memcmp(name, "index", 5) == 0) {
+			char num[32];
+			snprintf(num, sizeof num, "%zu", index);
+			xb_add(&b, num, strlen(num));
+		} else if (n == 8 && memcmp(name, "item.dir", 8) == 0) {
+			if (base == item)
+				xb_add(&b, ".", 1);
+			else
+				xb_add(&b, item, base - item > 1 ? (size_t)(base - item - 1) : 1);
+		} else if (header_ref(name, n, &kl, &width))
+			rc = add_header(&b, item, name + 7, kl, width, err);
 	}
-	out[len] = '\0';
-	return out;
+	if (rc == 0 && b.oom)
+		rc = sp_seterr(err, SP_ENOMEM, "out of memory expanding a parameter for %s", item);
+	if (rc != 0) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}
+
+char *sp_graph_expand(const char *text, const char *item, size_t index)
+{
+	return sp_graph_expand_item(text, item, index, NULL);
 }
 
 static void free_items(char **v, size_t n)

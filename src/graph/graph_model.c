@@ -55,18 +55,14 @@ void sp_graph_free(sp_graph_t **gp)
 	free(g);
 }
 
-/* Whether a stage's parameters name the work item (${item}, ${stem}, ${index}). */
+/* Whether a stage's parameters name one work item (${item}, ${stem},
+ * ${index}); ${item.dir} and ${header.KEY} keep a stage batch-wide, run
+ * once per distinct expanded value (src/run/shared.c). */
 static int uses_item(const sp_gstage_t *st)
 {
-	for (size_t i = 0; i < st->kind->nparams; i++) {
-		const char *t = st->params[i].text;
-		for (size_t b = 0; t != NULL && b < SP__NBUILTINS; b++) {
-			char ref[16];
-			snprintf(ref, sizeof ref, "${%s}", sp__graph_builtins[b]);
-			if (strstr(t, ref) != NULL)
-				return 1;
-		}
-	}
+	for (size_t i = 0; i < st->kind->nparams; i++)
+		if (st->params[i].text != NULL && sp__graph_names_item(st->params[i].text))
+			return 1;
 	return 0;
 }
 

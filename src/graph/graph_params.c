@@ -93,6 +93,22 @@ static void unescape(char *s)
 	*w = '\0';
 }
 
+/* Reports name[0..len) of a `${...}` that is neither a builtin nor a
+ * variable's name; 1 if it did. */
+static int bad_reference(ctx_t *c, sp_loc_t loc, const char *name, size_t len)
+{
+	if (len >= 7 && strncmp(name, "header.", 7) == 0)
+		sp_diag_add(c->d, loc,
+			    "invalid header reference '${%s}' (write ${header.KEY}, or "
+			    "${header.KEY:08d} for an integer zero-padded to 8 digits)",
+			    sp__clipn(c, name, len));
+	else if (!valid_var_name(name, len))
+		sp_diag_add(c->d, loc, "invalid variable reference '${%s}'", sp__clipn(c, name, len));
+	else
+		return 0;
+	return 1;
+}
+
 /* Resolves the global ${var}s of src, a scalar of the file at loc (problems
  * are reported there).  Returns the text (malloc'd), or NULL after
  * reporting a problem.  *builtin tells whether the result still holds a
@@ -140,9 +156,7 @@ static char *subst_text(ctx_t *c, const char *src, sp_loc_t loc, int *builtin)
 			*builtin = 1;
 			continue;
 		}
-		if (!valid_var_name(name, len)) {
-			sp_diag_add(c->d, loc, "invalid variable reference '${%s}'",
-				    sp__clipn(c, name, len));
+		if (bad_reference(c, loc, name, len)) {
 			bad = 1;
 			continue;
 		}
@@ -172,7 +186,7 @@ static char *subst_text(ctx_t *c, const char *src, sp_loc_t loc, int *builtin)
 			if (n > 0) {
 				sp_diag_add(c->d, loc,
 					    "variable '%s' holds '%.*s', which is not expanded (a value "
-					    "may use only ${item}, ${stem} and ${index}; let the shell expand "
+					    "may use only ${item}, ${stem}, ${index}, ${item.dir} and ${header.KEY}; let the shell expand "
 					    "environment variables, or write '$$' for a literal '$')",
 					    sp__clip(c, c->vars[i].name), (int)(n < 64 ? n : 64), at);
 				bad = 1;
@@ -199,23 +213,20 @@ static char *subst(ctx_t *c, const yaml_node_t *n, int *builtin)
 	return subst_text(c, sp__sval(n), sp__loc_of(n), builtin);
 }
 
-/* The first builtin a text uses, for messages. */
-static const char *first_builtin(const char *t)
+/* The first builtin a text uses, for messages (malloc'd: "item",
+ * "header.CAMERA", ...). */
+static char *first_builtin(const char *t)
 {
 	for (; *t != '\0'; t++) {
 		if (t[0] == '$' && t[1] == '$') {
 			t++;
 			continue;
 		}
-		for (size_t i = 0; i < SP__NBUILTINS; i++) {
-			size_t n = strlen(sp__graph_builtins[i]);
-
-			if (t[0] == '$' && t[1] == '{' && strncmp(t + 2, sp__graph_builtins[i], n) == 0 &&
-			    t[2 + n] == '}')
-				return sp__graph_builtins[i];
-		}
+		const char *end = t[0] == '$' && t[1] == '{' ? strchr(t, '}') : NULL;
+		if (end != NULL && sp__graph_is_builtin(t + 2, (size_t)(end - t - 2)))
+			return sp__xstrndup(t + 2, (size_t)(end - t - 2));
 	}
-	return "item";
+	return sp__xstrdup("item");
 }
 
 /* Checks and stores one parameter value, src, written at loc (problems are
@@ -232,16 +243,19 @@ void sp__set_param_text(ctx_t *c, sp_gparam_t *gp, const char *src, sp_loc_t loc
 	if (text == NULL)
 		return;
 	if (builtin && !per_item) {
-		sp_diag_add(c->d, loc, "%s cannot use the per-item variable '${%s}'",
-			    what, first_builtin(text));
+		char *fb = first_builtin(text);
+		sp_diag_add(c->d, loc, "%s cannot use the per-item variable '${%s}'", what, fb);
+		free(fb);
 		free(text);
 		return;
 	}
 	if (builtin && gp->spec->type != SP_PT_PATH && gp->spec->type != SP_PT_OUTPUT &&
 	    gp->spec->type != SP_PT_STRING) {
+		char *fb = first_builtin(text);
 		sp_diag_add(c->d, loc,
 			    "%s cannot use the per-item variable '${%s}' (only path and string parameters can)",
-			    what, first_builtin(text));
+			    what, fb);
+		free(fb);
 		free(text);
 		return;
 	}
@@ -394,8 +408,10 @@ static char *input_path(ctx_t *c, yaml_node_t *v, const char *key)
 	}
 	t = subst(c, v, &builtin);
 	if (t != NULL && builtin) {
+		char *fb = first_builtin(t);
 		sp_diag_add(c->d, sp__loc_of(v), "'inputs' cannot use the per-item variable '${%s}'",
-			    first_builtin(t));
+			    fb);
+		free(fb);
 		free(t);
 		return NULL;
 	}

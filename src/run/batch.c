@@ -361,8 +361,11 @@ static int batch_plan(struct sp_batch *b, sp_run_result_t *res)
 		b->state[i].index = i;
 		b->state[i].lane = -1; /* until a lane's driver takes it (the memory estimate: the node's) */
 		starpu_pthread_mutex_init(&b->state[i].lock, NULL);
-		if (rc == 0 && sp__plan_outputs(b->state[i].g, b->items[i], i, &outs[i], &nouts[i]) != 0)
+		sp_err_t why = { 0 };
+		if (rc == 0 && sp__plan_outputs(b->state[i].g, b->items[i], i, &outs[i], &nouts[i], &why) != 0)
 			rc = sp_seterr(&res->err, SP_ENOMEM, "out of memory planning %zu items", nitems);
+		if (why.code != 0) /* this item fails alone, when it runs */
+			sp_status_set_err(&b->state[i].status, &why);
 	}
 	if (rc == 0)
 		rc = sp__check_collisions(b->items, outs, nouts, nitems, &res->err);

@@ -161,7 +161,7 @@ void sp__shared_free(struct sp_batch *b);
 /* plan.c: an item's planned outputs, collisions between items, temporaries
  * of dead runs, and the checks before an item runs (skip, memory, space). */
 int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
-		     size_t *n);
+			size_t *n, sp_err_t *why);
 int sp__check_collisions(char *const *items, char **const *outs, const size_t *nouts,
 			 size_t nitems, sp_err_t *err);
 void sp__clean_stale(struct sp_batch *b);

@@ -234,9 +234,12 @@ const char *sp_item_path(const sp_item_t *item);
 size_t sp_item_index(const sp_item_t *item);
 sp_status_t *sp_item_status(sp_item_t *item);
 
-/* A parameter of the stage for this item: text with ${item}, ${stem},
- * ${index} expanded (malloc'd; NULL on ENOMEM). */
-char *sp_item_param(const sp_item_t *item, const sp_gstage_t *stage, const char *name);
+/* A parameter of the stage for this item: its text with the per-item
+ * builtins expanded (sp_graph_expand_item(): malloc'd).  NULL when out of
+ * memory or when a ${header.KEY} cannot be read: the item's status then
+ * says why (the caller's SP_ENOMEM does not replace it: the first error
+ * stays). */
+char *sp_item_param(sp_item_t *item, const sp_gstage_t *stage, const char *name);
 
 /* The stage of the item's graph whose output feeds input `input` of
  * `stage` (NULL when there is no such input), e.g. for an estimate that

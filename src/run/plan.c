@@ -44,16 +44,24 @@ static int push_output(char ***v, size_t *cnt, size_t *cap, char *t)
 
 /* The file of stage st's parameter p for the item (malloc'd), or NULL when
  * the stage does not write it: not an output, an optional output left ""
- * or one its kind's writes() declines.  0 or SP_ENOMEM. */
+ * or one its kind's writes() declines.  0, SP_ENOMEM, or the code of a
+ * ${header.KEY} that cannot be read (why says it). */
 static int output_file(const sp_gstage_t *st, size_t p, const char *item, size_t index,
-		       char **file)
+		       char **file, sp_err_t *why)
 {
 	const sp_param_spec_t *spec = &st->kind->params[p];
 	*file = NULL;
 	if (spec->type != SP_PT_OUTPUT ||
 	    (st->kind->writes != NULL && !st->kind->writes(st, spec->name)))
 		return 0;
-	char *t = sp_graph_expand(sp_gstage_param(st, spec->name)->text, item, index);
+	sp_err_t e = { 0 };
+	char *t = sp_graph_expand_item(sp_gstage_param(st, spec->name)->text, item, index, &e);
+	if (t == NULL && e.code != 0 && e.code != SP_ENOMEM) {
+		if (why != NULL)
+			sp_seterr(why, e.code, "%s (stage '%s', parameter %s)", e.msg, st->name,
+				  spec->name);
+		return e.code;
+	}
 	if (t == NULL)
 		return SP_ENOMEM;
 	if (t[0] == '\0')
@@ -64,9 +72,12 @@ static int output_file(const sp_gstage_t *st, size_t p, const char *item, size_t
 }
 
 /* The item's outputs: the files of every stage's SP_PT_OUTPUT parameters
- * that it writes, in stage and parameter order. */
+ * that it writes, in stage and parameter order.  An output named by a
+ * header keyword that cannot be read gives the item no outputs at all (so
+ * --skip-existing never takes it for done) and why says it: the item
+ * fails when its stage expands the name. */
 int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char ***out,
-			size_t *n)
+			size_t *n, sp_err_t *why)
 {
 	char **v = NULL;
 	size_t cnt = 0, cap = 0;
@@ -75,8 +86,12 @@ int sp__plan_outputs(const sp_graph_t *g, const char *path, size_t index, char *
 	for (size_t s = 0; s < g->nstages; s++)
 		for (size_t p = 0; p < g->stages[s].kind->nparams; p++) {
 			char *t;
-			if (output_file(&g->stages[s], p, path, index, &t) != 0 ||
-			    (t != NULL && push_output(&v, &cnt, &cap, t) != 0))
+			int rc = output_file(&g->stages[s], p, path, index, &t, why);
+			if (rc != 0 && rc != SP_ENOMEM) {
+				sp__free_strv(v, cnt);
+				return 0;
+			}
+			if (rc != 0 || (t != NULL && push_output(&v, &cnt, &cap, t) != 0))
 				goto oom;
 		}
 	*out = v;
@@ -179,7 +194,7 @@ int sp_run_plan_check(const sp_graph_t *g, const sp_graph_t *const *ig, char *co
 	if (outs == NULL || nouts == NULL)
 		rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	for (size_t i = 0; rc == 0 && i < nitems; i++)
-		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs[i], &nouts[i]) != 0)
+		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs[i], &nouts[i], NULL) != 0)
 			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 	if (rc == 0)
 		rc = sp__check_collisions(items, outs, nouts, nitems, err);
@@ -253,7 +268,7 @@ int sp_run_plan_inputs(const sp_graph_t *g, const sp_graph_t *const *ig, char *c
 	for (size_t i = 0; rc == 0 && i < nitems; i++) {
 		char **outs = NULL;
 		size_t nouts = 0;
-		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs, &nouts) != 0) {
+		if (sp__plan_outputs(sp_run_item_graph(g, ig, i), items[i], i, &outs, &nouts, NULL) != 0) {
 			rc = sp_seterr(err, SP_ENOMEM, "out of memory planning %zu items", nitems);
 			break;
 		}
@@ -431,7 +446,10 @@ static int verify_outputs(const sp_item_t *it, sp_err_t *err)
 		const sp_gstage_t *st = &g->stages[s];
 		for (size_t p = 0; rc == 0 && st->kind->verify != NULL && p < st->kind->nparams; p++) {
 			char *t;
-			if (output_file(st, p, it->path, it->index, &t) != 0)
+			int r = output_file(st, p, it->path, it->index, &t, err);
+			if (r != 0 && r != SP_ENOMEM)
+				rc = r;
+			else if (r != 0)
 				rc = sp_seterr(err, SP_ENOMEM, "%s: out of memory", it->path);
 			else if (t != NULL)
 				rc = st->kind->verify(st, st->kind->params[p].name, t, err);

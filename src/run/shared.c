@@ -78,24 +78,43 @@ static void drop_values(struct sp_batch *b, struct sp_shared *e)
 	e->ran = 0;
 }
 
-/* The entry of stage s for an item of graph ig whose earlier batch-wide
- * stages have the entries in[]: found, or made. */
-static struct sp_shared *entry_for(struct sp_batch *b, const sp_graph_t *ig, size_t s,
+/* The entry of stage s for item it (of graph it->g) whose earlier
+ * batch-wide stages have the entries in[]: found, or made.  Its key is the
+ * stage's parameters expanded for the item (${item.dir}, ${header.KEY}).
+ * NULL when out of memory, or with it's status set when a parameter cannot
+ * be expanded for it (a header keyword missing) or an input's entry is
+ * missing: that item fails alone. */
+static struct sp_shared *entry_for(struct sp_batch *b, sp_item_t *it, size_t s,
 				   struct sp_shared *const *in)
 {
+	const sp_graph_t *ig = it->g;
 	const sp_gstage_t *st = &ig->stages[s];
+	for (size_t p = 0; p < st->kind->ninputs; p++)
+		if (in[st->inputs[p].stage] == NULL)
+			return NULL;
 	size_t len = 32;
-	for (size_t p = 0; p < st->kind->nparams; p++)
-		len += strlen(st->params[p].text) + 1;
+	char **txt = calloc(st->kind->nparams + 1, sizeof *txt);
+	if (txt == NULL)
+		return NULL;
+	for (size_t p = 0; p < st->kind->nparams; p++) {
+		if ((txt[p] = sp_item_param(it, st, st->kind->params[p].name)) == NULL) {
+			sp__free_strv(txt, p);
+			return NULL;
+		}
+		len += strlen(txt[p]) + 1;
+	}
 	len += 24 * st->kind->ninputs;
 	char *key = malloc(len), *o = key;
+	if (key != NULL) {
+		o += sprintf(o, "%zu", s);
+		for (size_t p = 0; p < st->kind->nparams; p++)
+			o += sprintf(o, "\x1f%s", txt[p]);
+		for (size_t p = 0; p < st->kind->ninputs; p++)
+			o += sprintf(o, "\x1f%p", (void *)in[st->inputs[p].stage]);
+	}
+	sp__free_strv(txt, st->kind->nparams);
 	if (key == NULL)
 		return NULL;
-	o += sprintf(o, "%zu", s);
-	for (size_t p = 0; p < st->kind->nparams; p++)
-		o += sprintf(o, "\x1f%s", st->params[p].text);
-	for (size_t p = 0; p < st->kind->ninputs; p++)
-		o += sprintf(o, "\x1f%p", (void *)in[st->inputs[p].stage]);
 	for (struct sp_shared *e = b->shared_list; e != NULL; e = e->next)
 		if (e->stage == s && strcmp(e->key, key) == 0) {
 			free(key);
@@ -165,8 +184,11 @@ int sp__shared_plan(struct sp_batch *b)
 		for (size_t s = 0; s < ns; s++) {
 			if (!b->batch_wide[s])
 				continue;
-			if ((it->shared[s] = entry_for(b, it->g, s, it->shared)) == NULL)
-				return SP_ENOMEM;
+			if ((it->shared[s] = entry_for(b, it, s, it->shared)) == NULL) {
+				if (!sp_status_failed(&it->status))
+					return SP_ENOMEM;
+				continue; /* it fails alone: sp__shared_run() */
+			}
 			it->shared[s]->users++;
 		}
 	}
@@ -190,7 +212,7 @@ void sp__shared_run(struct sp_batch *b, sp_item_t *item, size_t s, sp_value_t *c
 			e->inputs[k]->holders++;
 		memset(&e->it.status, 0, sizeof e->it.status);
 		e->it.g = item->g;
-		e->it.path = item->path; /* for messages only: nothing expands it */
+		e->it.path = item->path; /* its expansions are the key's: item is a user */
 		int ret = st->kind->run(&e->it, st, in, e->values);
 		if (ret != 0)
 			sp_status_set(&e->it.status, ret, "stage '%s': %s", st->name, sp_strerror(ret));
