@@ -50,7 +50,7 @@ struct watched {
 struct watch {
 	struct watched *f;
 	size_t n, cap;
-	char **journal_done; /* realpaths of the journal's finished items, sorted */
+	struct jdone *journal_done; /* the journal's finished items, by realpath, sorted */
 	size_t njd;
 	size_t nok, nfailed, nwaiting;
 };
@@ -58,6 +58,32 @@ struct watch {
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* An item the journal says ended: its last line's.  A failed one keeps its
+ * file's size and mtime then (input_size, input_mtime), when the line has
+ * them: a file changed since is run again. */
+struct jdone {
+	char *real;
+	size_t seq; /* its line's position: the last line of an item counts */
+	int failed, stamped;
+	long long size, sec;
+	long nsec;
+};
+
+static int cmp_jdone(const void *a, const void *b)
+{
+	const struct jdone *x = a, *y = b;
+	int c = strcmp(x->real, y->real);
+	return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The input_size and input_mtime of a journal line, if it has both. */
+static int line_stamp(const char *line, struct jdone *e)
+{
+	const char *sz = strstr(line, "\"input_size\":"), *mt = strstr(line, "\"input_mtime\":\"");
+	return sz != NULL && mt != NULL && sscanf(sz + 13, "%lld", &e->size) == 1 &&
+	       sscanf(mt + 15, "%lld.%ld", &e->sec, &e->nsec) == 2;
 }
 
 /* A journal string's value (our own writer's escapes), malloc'd; *end past it. */
@@ -93,16 +119,18 @@ static char *json_string(const char *s, const char **end)
 }
 
 /* The journal's items that ended ok, failed or skipped (a cancelled one
- * runs again), by realpath.  A journal that does not exist yet is empty. */
+ * runs again), by realpath, each by its last line.  A journal that does not
+ * exist yet is empty. */
 static int read_journal(const char *path, struct watch *w)
 {
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return errno == ENOENT ? 0 : -1;
 	char *line = NULL;
-	size_t cap = 0, jcap = 0;
+	size_t cap = 0, jcap = 0, seq = 0;
 	while (getline(&line, &cap, f) >= 0) {
 		const char *it = strstr(line, "\"item\":\""), *st = strstr(line, "\"status\":\"");
+		seq++;
 		if (it == NULL || st == NULL || strncmp(st + 10, "cancelled", 9) == 0)
 			continue;
 		const char *end;
@@ -113,26 +141,61 @@ static int read_journal(const char *path, struct watch *w)
 			continue; /* gone since: nothing to compare with */
 		if (w->njd == jcap) {
 			jcap = jcap ? 2 * jcap : 64;
-			char **v = realloc(w->journal_done, jcap * sizeof *v);
+			struct jdone *v = realloc(w->journal_done, jcap * sizeof *v);
 			if (v == NULL) {
 				free(real);
 				break;
 			}
 			w->journal_done = v;
 		}
-		w->journal_done[w->njd++] = real;
+		struct jdone *e = &w->journal_done[w->njd++];
+		*e = (struct jdone){ .real = real, .seq = seq,
+				     .failed = strncmp(st + 10, "failed", 6) == 0 };
+		e->stamped = e->failed && line_stamp(line, e);
 	}
 	free(line);
 	fclose(f);
 	if (w->njd > 1)
-		qsort(w->journal_done, w->njd, sizeof *w->journal_done, cmp_str);
+		qsort(w->journal_done, w->njd, sizeof *w->journal_done, cmp_jdone);
+	size_t k = 0; /* the last line of each item */
+	for (size_t i = 0; i < w->njd; i++) {
+		if (i + 1 < w->njd && strcmp(w->journal_done[i].real, w->journal_done[i + 1].real) == 0) {
+			free(w->journal_done[i].real);
+			continue;
+		}
+		w->journal_done[k++] = w->journal_done[i];
+	}
+	w->njd = k;
 	return 0;
 }
 
-static int journaled(const struct watch *w, const char *real)
+/* Whether the journal says file real (now of size and mtime sb) is done:
+ * ended ok or skipped, or failed and unchanged since (*failed then set). */
+static int journaled(const struct watch *w, const char *real, const struct stat *sb, int *failed)
 {
-	return real != NULL && w->njd > 0 &&
-	       bsearch(&real, w->journal_done, w->njd, sizeof *w->journal_done, cmp_str) != NULL;
+	struct jdone key = { .real = (char *)real };
+	const struct jdone *e = NULL;
+	size_t lo = 0, hi = w->njd;
+	while (real != NULL && lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(w->journal_done[mid].real, key.real);
+		if (c == 0) {
+			e = &w->journal_done[mid];
+			break;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (e == NULL)
+		return 0;
+	if (e->failed && e->stamped &&
+	    (e->size != (long long)sb->st_size || e->sec != (long long)sb->st_mtim.tv_sec ||
+	     e->nsec != sb->st_mtim.tv_nsec))
+		return 0; /* changed since it failed */
+	*failed = e->failed;
+	return 1;
 }
 
 /* fnmatch(3) with glob(3)'s braces, as `inputs: folder:` takes them
@@ -219,7 +282,7 @@ static size_t poll_folder(const char *dir, const char *pat, struct watch *w, dou
 			*f = (struct watched){ .path = strdup(path), .real = realpath(path, NULL),
 					       .size = sb.st_size, .mtime = sb.st_mtim,
 					       .stable_since = mt < now ? mt : now };
-			f->done = f->path == NULL || journaled(w, f->real);
+			f->done = f->path == NULL || journaled(w, f->real, &sb, &f->failed);
 			continue;
 		}
 		if (f->done && !f->failed)
@@ -405,7 +468,7 @@ int cli_cmd_follow(const struct cli *c, const sp_graph_t *g, const struct sp_run
 	}
 	free(w.f);
 	for (size_t i = 0; i < w.njd; i++)
-		free(w.journal_done[i]);
+		free(w.journal_done[i].real);
 	free(w.journal_done);
 	return status != 0 ? status : end;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "batch_int.h"
 #include "cluster.h"
@@ -42,6 +43,16 @@ void sp__journal_item(struct sp_batch *b, sp_item_t *it)
 	sp_json_kv_num(j, "seconds", it->seconds);
 	if (st == IT_FAILED || st == IT_CANCELLED)
 		sp_json_kv_str(j, "message", it->status.err.msg);
+	/* a failed input's size and mtime: starpipe run --follow runs it again
+	 * once it has changed (a writer that was not done) */
+	struct stat sb;
+	if (st == IT_FAILED && stat(it->path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		char mt[48];
+		snprintf(mt, sizeof mt, "%lld.%09ld", (long long)sb.st_mtim.tv_sec,
+			 (long)sb.st_mtim.tv_nsec);
+		sp_json_kv_int(j, "input_size", (long long)sb.st_size);
+		sp_json_kv_str(j, "input_mtime", mt);
+	}
 	sp_json_end_object(j);
 	char *line = NULL;
 	int len = sp_json_text(j) != NULL ? asprintf(&line, "%s\n", sp_json_text(j)) : -1;
