@@ -365,6 +365,12 @@ static void test_default_grid(void **state)
 	a = b = 0;
 	assert_int_equal(desi_psf_default_grid(psf, "r0", 0.8, &a, &b), 0);
 	assert_true(a == 5760 && fabs(b - 6998.4) < 1e-9);
+	/* a z PSF covering its whole arm: desi_proc's 7520 .. 9824 */
+	psf->wmin = psf->xwmin = psf->ywmin = 7400;
+	psf->wmax = psf->xwmax = psf->ywmax = 9900;
+	a = b = 0;
+	assert_int_equal(desi_psf_default_grid(psf, "z1", 0.8, &a, &b), 0);
+	assert_true(a == 7520 && b == 9824);
 	desi_psf_free(&psf);
 }
 
