@@ -1,4 +1,4 @@
-/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): spots, k_window, k_normal, k_regularise, k_decorrelate, k_chi2pix, k_chi2core and k_write, block by block, against the CPU. */
+/* Host emulation of the DESI CUDA kernels' bodies (desi_kern.h): spots, k_window, k_normal, k_regularise, k_decorrelate, k_chi2pix, k_chi2core, k_write and k_stitch, block by block, against the CPU. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -798,6 +798,50 @@ static void test_solve(void **state)
 	}
 }
 
+/* k_stitch, block by block in its launch grid (grid-stride, at most 4096
+ * blocks of DSK_THREADS), against desi_stitch_cpu(): the same frame to the
+ * bit, nothing written outside the chunk's columns. */
+static void test_stitch(void **state)
+{
+	(void)state;
+	const int nf_out = 9, nfield = 10, core_nf = 3, nwave = 37, col0 = 11;
+	const size_t grid = 80, nframe = (size_t)core_nf * nf_out * grid;
+	desi_batch_t b = { .np = 1, .nwave_grid = nwave, .nfield = nfield, .col0 = col0 };
+	b.p.core_nf = core_nf;
+	float *rows = malloc((size_t)core_nf * nfield * nwave * sizeof *rows);
+	float *want = malloc(nframe * sizeof *want), *got = malloc(nframe * sizeof *got);
+	assert_non_null(rows);
+	assert_non_null(want);
+	assert_non_null(got);
+	for (size_t i = 0; i < (size_t)core_nf * nfield * nwave; i++)
+		rows[i] = (float)i + 0.25f;
+	for (size_t i = 0; i < nframe; i++)
+		want[i] = got[i] = -1.0f;
+	desi_stitch_cpu(&b, nf_out, grid, rows, want);
+	const size_t n = (size_t)core_nf * nf_out * nwave, threads = DSK_THREADS;
+	size_t blocks = (n + threads - 1) / threads;
+	blocks = blocks < 4096 ? blocks : 4096;
+	for (size_t bx = 0; bx < blocks; bx++)
+		for (size_t tx = 0; tx < threads; tx++)
+			for (size_t e = bx * threads + tx; e < n; e += blocks * threads)
+				dsk_stitch_elem(e, nf_out, nfield, nwave, grid, col0, rows, got);
+	assert_memory_equal(want, got, nframe * sizeof *got);
+	size_t touched = 0;
+	for (int f = 0; f < core_nf; f++)
+		for (int k = 0; k < nf_out; k++)
+			for (size_t c = 0; c < grid; c++) {
+				const float v = got[((size_t)f * nf_out + k) * grid + c];
+				const int in = c >= (size_t)col0 && c < (size_t)(col0 + nwave);
+				assert_true(in ? v == rows[((size_t)f * nfield + k) * nwave + c - col0] + 0.0f
+					       : v == -1.0f);
+				touched += in;
+			}
+	assert_int_equal(touched, n);
+	free(rows);
+	free(want);
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -809,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_chi2),
 		cmocka_unit_test(test_spots),
 		cmocka_unit_test(test_write),
+		cmocka_unit_test(test_stitch),
 	};
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
 
 /*
  * DESIGN.  What extract_cuda.cu's k_window, k_normal, k_regularise,
- * k_decorrelate, k_chi2pix, k_chi2core, k_write and psf_cuda.cu's spots
+ * k_decorrelate, k_chi2pix, k_chi2core, k_write, k_stitch and psf_cuda.cu's spots
  * kernel compute, element by element, lives here, compiled as C for the
  * CPU (extract_cpu.c and extract_batch.c call the same functions) and as
  * __host__ __device__ for CUDA.  tests/test_desi_kern.c runs the kernels'
@@ -317,6 +317,19 @@ DSK_FN float dsk_row_value(double v, int k, double dw, int bad)
 	else if (k == 1)
 		v = v * dw * dw;
 	return (float)v;
+}
+
+/* k_stitch's element e (over core_nf x nf_out x nwave, a chunk's rows):
+ * field k < nf_out of fibre f of the rows [core_nf][nfield][nwave] into
+ * the subbundle's frame rows [core_nf][nf_out][grid] at column col0 + w.
+ * desi_stitch_cpu() is the same copy, row by row (memcpy). */
+DSK_FN void dsk_stitch_elem(size_t e, int nf_out, int nfield, int nwave, size_t grid, int col0,
+			    const float *rows, float *frame)
+{
+	const size_t w = e % (size_t)nwave, r = e / (size_t)nwave;
+	const size_t k = r % (size_t)nf_out, f = r / (size_t)nf_out;
+	frame[(f * (size_t)nf_out + k) * grid + (size_t)col0 + w] =
+		rows[(f * (size_t)nfield + k) * (size_t)nwave + w];
 }
 
 /* k_write's element e of patch i (e over core_nf x nf_out x cnw, the

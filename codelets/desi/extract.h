@@ -231,6 +231,17 @@ int desi_extract_batch_cpu(const desi_batch_t *b, const double *spots, const int
 void desi_model_batch_cpu(const desi_batch_t *b, const double *spots, const int32_t *xc,
 			  const int32_t *yc, const float *rows, float *model);
 
+/* desi.stitch: the first nf_out fields of a chunk's rows ([core_nf][nfield]
+ * [nwave_grid]) into its columns col0 .. col0 + nwave_grid - 1 of its
+ * subbundle's frame rows [core_nf][nf_out][grid]. */
+void desi_stitch_cpu(const desi_batch_t *b, int nf_out, size_t grid, const float *rows,
+		     float *frame);
+/* CUDA twin (k_stitch: dsk_stitch_elem() per thread), device pointers,
+ * asynchronous on stream; 0 or SP_ECUDA.  The same values as the CPU's: a
+ * copy. */
+int desi_stitch_cuda(const desi_batch_t *b, int nf_out, size_t grid, const float *rows,
+		     float *frame, struct CUstream_st *stream);
+
 /* CUDA twin: device pointers, batched over the patches (batched Cholesky),
  * asynchronous on stream; scratch: desi_extract_batch_cuda_scratch() bytes
  * of device memory; blas and solver: the worker's cublasHandle_t and

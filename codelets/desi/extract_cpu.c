@@ -674,3 +674,13 @@ size_t desi_extract_work_size(const desi_patch_t *p)
 		w = chi2;
 	return w;
 }
+
+void desi_stitch_cpu(const desi_batch_t *b, int nf_out, size_t grid, const float *rows,
+		     float *frame)
+{
+	for (int f = 0; f < b->p.core_nf; f++)
+		for (int k = 0; k < nf_out; k++)
+			memcpy(frame + ((size_t)f * nf_out + k) * grid + b->col0,
+			       rows + ((size_t)f * b->nfield + k) * b->nwave_grid,
+			       (size_t)b->nwave_grid * sizeof *frame);
+}

@@ -421,6 +421,16 @@ __global__ void k_write(common c, geom g, const double *core, const int *info, c
 			       g.w0[i] - c.col0, core, bad, c.dw, rows);
 }
 
+/* A chunk's rows into its subbundle's frame rows: a strided copy,
+ * grid-stride over the elements. */
+__global__ void k_stitch(size_t n, int nf_out, int nfield, int nwave, size_t grid, int col0,
+			 const float *rows, float *frame)
+{
+	for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+	     e += (size_t)gridDim.x * blockDim.x)
+		dsk_stitch_elem(e, nf_out, nfield, nwave, grid, col0, rows, frame);
+}
+
 } /* namespace */
 
 /* ---- host side ---- */
@@ -621,4 +631,17 @@ extern "C" int desi_extract_batch_cuda(const desi_batch_t *b, const double *spot
 		ret = desi_decorrelate_batch_cuda(b, spots, xc, yc, img, ivar, normal, rows, rest,
 						  blas, solver, stream);
 	return ret;
+}
+
+extern "C" int desi_stitch_cuda(const desi_batch_t *b, int nf_out, size_t grid, const float *rows,
+				float *frame, struct CUstream_st *stream)
+{
+	const size_t n = (size_t)b->p.core_nf * (size_t)nf_out * (size_t)b->nwave_grid;
+	if (n == 0)
+		return 0;
+	const size_t blocks = (n + THREADS - 1) / THREADS;
+	k_stitch<<<(unsigned)(blocks < 4096 ? blocks : 4096), THREADS, 0, (cudaStream_t)stream>>>(
+		n, nf_out, b->nfield, b->nwave_grid, grid, b->col0, rows, frame);
+	LAUNCHED();
+	return 0;
 }

@@ -17,21 +17,31 @@
 static void stitch_cpu(void *buffers[], void *cl_arg)
 {
 	const struct desi_task_arg *a = cl_arg;
-	const desi_batch_t *b = &a->ch->batch;
-	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-	const size_t grid = (size_t)a->ch->sub->batch.nwave_grid;
 	if (sp_status_failed(a->ctx->status))
 		return;
-	for (int f = 0; f < b->p.core_nf; f++)
-		for (int k = 0; k < DESI_NFIELD; k++)
-			memcpy(dst + ((size_t)f * DESI_NFIELD + k) * grid + b->col0,
-			       src + ((size_t)f * b->nfield + k) * b->nwave_grid,
-			       (size_t)b->nwave_grid * sizeof *dst);
+	desi_stitch_cpu(&a->ch->batch, DESI_NFIELD, (size_t)a->ch->sub->batch.nwave_grid,
+			(const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			(float *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 
+#ifdef SP_HAVE_CUDA
+/* The same on the GPU where decorrelate left the rows: they need not cross
+ * the bus; the frame's part does once, when the writer gathers it. */
+static void stitch_cuda(void *buffers[], void *cl_arg)
+{
+	const struct desi_task_arg *a = cl_arg;
+	if (sp_status_failed(a->ctx->status))
+		return;
+	if (desi_stitch_cuda(&a->ch->batch, DESI_NFIELD, (size_t)a->ch->sub->batch.nwave_grid,
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			     (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			     (struct CUstream_st *)starpu_cuda_get_local_stream()) != 0)
+		desi__chunk_failed(a, SP_ECUDA, sp_cuda_last_error());
+}
+#endif
+
 /* Chunks of one subbundle write disjoint columns of its rows: any order. */
-SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_NO_CUDA, NULL, NULL, 2, STARPU_R,
+SP_CODELET(stitch_cl, "desi_stitch", stitch_cpu, SP_CUDA(stitch_cuda), NULL, NULL, 2, STARPU_R,
 	   STARPU_RW | STARPU_COMMUTE);
 
 /* ---- desi.stitch ---- */
@@ -109,10 +119,10 @@ static const sp_port_spec_t stitch_inputs[] = {
 
 const sp_stage_kind_t sp_desi_stitch_kind = {
 	.name = "desi.stitch",
-	.help = "DESI: the patches' rows into the frame (a copy: CPU, where the frame is written)",
+	.help = "DESI: the patches' rows into the frame (a strided copy, CPU or CUDA)",
 	SP_KIND_INPUTS(stitch_inputs),
 	SP_KIND_OUTPUTS(stitch_outputs),
-	.impl = SP_IMPL_CPU,
+	.impl = SP_IMPL_CPU_CUDA,
 	.codelets = "desi_stitch",
 	.run = stitch_run,
 	.run_tile = stitch_tile,
