@@ -72,6 +72,24 @@ static int info_command(struct cli *c, int *r)
 	return 1;
 }
 
+/* srun started several tasks of `starpipe run` that no MPI joined into one
+ * job (slurm.conf's MpiDefault=none, no --mpi=): each would run the whole
+ * batch into the same outputs.  Refused, unless --shard gives each its
+ * part.  (With MPI started, sp_cluster_init() checks the same.) */
+static int check_bare_srun(const struct cli *c)
+{
+	const char *nt = getenv("SLURM_STEP_NUM_TASKS");
+	if (strcmp(c->cmd, "run") != 0 || sp_cluster_size() > 1 || c->shard_k > 0 || nt == NULL ||
+	    atoi(nt) <= 1)
+		return 0;
+	fprintf(stderr,
+		"starpipe: srun started %s tasks that no MPI joined into one job (slurm.conf's "
+		"MpiDefault=none, no --mpi=): each would run the whole batch into the same "
+		"outputs; use srun --mpi=pmix (doc/cluster.md), or give each task its part: "
+		"--shard $SLURM_PROCID/$SLURM_NTASKS\n", nt);
+	return EXIT_RUNTIME;
+}
+
 static int check_command(const struct cli *c)
 {
 	if (strcmp(c->cmd, "calibrate") == 0 || strcmp(c->cmd, "tune") == 0)
@@ -79,7 +97,7 @@ static int check_command(const struct cli *c)
 	if (strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "validate") != 0 &&
 	    strcmp(c->cmd, "dot") != 0)
 		return cli_usage_error("unknown command '%s'", c->cmd);
-	return 0;
+	return check_bare_srun(c);
 }
 
 /* validate, dot, run: the graph loaded, then the command */
