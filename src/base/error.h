@@ -25,7 +25,8 @@
 	X(ECUDA, "CUDA error")                                            \
 	X(ENODEV, "no device can run this task")                          \
 	X(ECANCELED, "operation canceled")                                \
-	X(ENOTCONV, "iteration did not converge")
+	X(ENOTCONV, "iteration did not converge")                         \
+	X(ETIMEDOUT, "timed out")
 
 typedef enum {
 	SP_OK = 0,

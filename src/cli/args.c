@@ -77,6 +77,11 @@ const char cli_usage_text[] =
 	"      --progress-every S   seconds between progress lines (default: 0.5 on a\n"
 	"                           terminal, 10 otherwise)\n"
 	"      --skip-existing      skip an item whose every output exists and is whole\n"
+	"                           (a re-run after a crash or a kill does only what is\n"
+	"                           missing; a damaged output is made again)\n"
+	"      --item-timeout S     fail an item still running S seconds after it started\n"
+	"                           (its tasks not yet started are skipped; one running\n"
+	"                           ends first); the other items go on\n"
 	"      --follow DIR         process DIR's files (the graph's inputs: folder: pattern)\n"
 	"                           as they appear, the runtime kept warm, each file once\n"
 	"                           across restarts (needs --journal); ends on SIGTERM or\n"
@@ -85,8 +90,6 @@ const char cli_usage_text[] =
 	"                           have not changed for S seconds (default 1)\n"
 	"      --idle-exit S        with --follow: end after S seconds with no file waiting\n"
 	"                           or running (default: never)\n"
-	"                           (a re-run after a crash or a kill does only what is\n"
-	"                           missing; a damaged output is made again)\n"
 	"      --journal FILE       append one JSON line per finished item to FILE\n"
 	"      --shard I/K          run only the items whose index is I modulo K (0 <= I < K):\n"
 	"                           one part of a batch, e.g. one Slurm array task\n"
@@ -135,6 +138,7 @@ enum {
 	OPT_MANIFEST,
 	OPT_FOLLOW,
 	OPT_SETTLE,
+	OPT_ITEM_TIMEOUT,
 	OPT_IDLE_EXIT,
 };
 
@@ -208,6 +212,7 @@ static const struct option lo[] = {
 	{ "manifest", required_argument, NULL, OPT_MANIFEST },
 	{ "follow", required_argument, NULL, OPT_FOLLOW },
 	{ "settle", required_argument, NULL, OPT_SETTLE },
+	{ "item-timeout", required_argument, NULL, OPT_ITEM_TIMEOUT },
 	{ "idle-exit", required_argument, NULL, OPT_IDLE_EXIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -405,6 +410,7 @@ static int parse_option(struct cli *c, int o, char *arg)
 	case OPT_MANIFEST: c->manifest = arg; return 0;
 	case OPT_FOLLOW: c->follow = arg; return 0;
 	case OPT_SETTLE: return opt_seconds("settle", arg, 0.05, &c->settle_s);
+	case OPT_ITEM_TIMEOUT: return opt_seconds("item-timeout", arg, 0.01, &c->item_timeout_s);
 	case OPT_IDLE_EXIT: return opt_seconds("idle-exit", arg, 0, &c->idle_exit_s);
 	case OPT_JOURNAL: c->journal = arg; return 0;
 	case OPT_SHARD: return opt_shard(c, arg);

@@ -40,6 +40,7 @@ struct cli {
 	const char *follow;    /* --follow DIR: process files as they appear in DIR */
 	double settle_s;       /* --settle S: a file is complete when unchanged for S */
 	double idle_exit_s;    /* --idle-exit S: end after S with nothing to do; 0: never */
+	double item_timeout_s; /* --item-timeout S: an item running longer fails; 0: none */
 	long max_runs;         /* calibrate --max-runs; 0: not given */
 };
 

@@ -663,6 +663,7 @@ int cli_cmd_run(struct cli *c, sp_graph_t *g)
 	struct items it = { 0 };
 	sp_run_opts_t ro = { .inflight = (size_t)c->inflight, .verbose = c->verbose,
 			     .quiet = c->quiet, .skip_existing = c->skip_existing,
+			     .item_timeout = c->item_timeout_s,
 			     .journal = c->journal, .memory_limit = c->memory_limit,
 			     .trace = c->trace != NULL };
 	sp_runtime_params_t p;

@@ -224,6 +224,7 @@ static void run_item(struct sp_batch *b, size_t idx)
 #endif
 	starpu_pthread_mutex_lock(&cur_lock);
 	atomic_store(&item->state, IT_RUNNING);
+	atomic_store(&item->started, sp_now_s());
 	starpu_pthread_mutex_unlock(&cur_lock);
 	if (atomic_load(&stop_signal) != 0)
 		sp_status_set(&item->status, SP_ECANCELED, "%s: interrupted by %s", item->path,
@@ -298,6 +299,33 @@ static void *joiner_main(void *arg)
 			break;
 		}
 		starpu_usleep(JOIN_POLL_US); /* SimGrid's clock under starpipe-sim */
+	}
+	return NULL;
+}
+
+/* --item-timeout: a thread that fails the items still running past the
+ * limit.  StarPU cannot pre-empt a running task, so the item's tasks not
+ * yet started return at once (they test its status), and the one running
+ * ends first; the item then fails, its outputs never committed, and its
+ * driver takes the next.  Polled every TIMEOUT_POLL_US; not under
+ * starpipe-sim (no task runs there). */
+#define TIMEOUT_POLL_US 20000
+static void *timeout_main(void *arg)
+{
+	struct sp_batch *b = arg;
+	const double limit = b->opts->item_timeout;
+	while (!atomic_load(&b->drivers_done)) {
+		const double now = sp_now_s();
+		for (size_t i = 0; i < b->nitems; i++) {
+			sp_item_t *it = &b->state[i];
+			const double t0 = atomic_load(&it->started);
+			if (atomic_load(&it->state) == IT_RUNNING && t0 > 0 && now - t0 > limit &&
+			    !sp_status_failed(&it->status))
+				sp_status_set(&it->status, SP_ETIMEDOUT,
+					      "%s: timed out: still running %.3g s after it started "
+					      "(--item-timeout %g)", it->path, now - t0, limit);
+		}
+		starpu_usleep(TIMEOUT_POLL_US);
 	}
 	return NULL;
 }
@@ -516,6 +544,13 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	starpu_pthread_t joiner;
 	const int joining = drivers[1] > 0 &&
 			    starpu_pthread_create(&joiner, NULL, joiner_main, b) == 0;
+#ifndef SP_SIMGRID
+	starpu_pthread_t timer;
+	const int timing = b->opts->item_timeout > 0 &&
+			   starpu_pthread_create(&timer, NULL, timeout_main, b) == 0;
+#else
+	(void)timeout_main;
+#endif
 	if (started == 0)
 		driver_main(&drv[0]);
 	for (size_t t = 0; t < started; t++)
@@ -523,6 +558,10 @@ static void batch_drive(struct sp_batch *b, size_t nthreads)
 	atomic_store(&b->drivers_done, 1);
 	if (joining)
 		starpu_pthread_join(joiner, NULL);
+#ifndef SP_SIMGRID
+	if (timing)
+		starpu_pthread_join(timer, NULL);
+#endif
 	sp_dispatch_end();
 	starpu_task_wait_for_all();
 	sp_runtime_lanes_unjoin();

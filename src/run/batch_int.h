@@ -40,6 +40,7 @@ struct sp_item {
 	sp_outset_t out; /* their temporaries, while the item runs */
 	_Atomic int state;
 	double seconds;
+	_Atomic double started; /* sp_now_s() when it began to run (0: not yet): --item-timeout */
 	int lane; /* the lane that runs it (lanes.h); -1 before it is handed to one */
 	struct sp_shared **shared; /* [nstages]: its batch-wide stages' entries (shared.c) */
 	unsigned long long shared_held; /* bit s: it ran or borrowed entry shared[s] */

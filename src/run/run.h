@@ -16,6 +16,7 @@ typedef struct sp_run_opts {
 	unsigned long long memory_limit; /* bytes an item may need; 0: the machine's (or cgroup's) */
 	size_t shard_i, shard_k; /* run only items with index % shard_k == shard_i (k = 0: all) */
 	int trace;         /* MPI ranks: gather every rank's trace events (res->trace_events) */
+	double item_timeout; /* seconds an item may run before it is failed (0: no limit) */
 	/* Each item's graph (a manifest row's values over g's variables:
 	 * sp_graph_variant()), NULL entries or a NULL array for g itself.
 	 * Every one has g's stages. */
