@@ -15,7 +15,7 @@
  * references are resolved against the graph's `params:` defaults and the
  * command line's --set values at load time; the per-item builtins ${item},
  * ${stem} and ${index} stay in the text and are expanded per work item by
- * sp_graph_expand().  A stage parameter that `with:` leaves out is
+ * sp_graph_expand_item().  A stage parameter that `with:` leaves out is
  * `${NAME}` when `params:` declares a variable of its name NAME, and the
  * kind's default otherwise (doc/graph-format.md).
  */
@@ -126,9 +126,11 @@ void sp_graph_free(sp_graph_t **g);
  * memory, or a header keyword that cannot be read (naming the item). */
 char *sp_graph_expand_item(const char *text, const char *item, size_t index, sp_err_t *err);
 
-/* Same, for texts known to need no header (NULL: out of memory, or a header
- * keyword that cannot be read). */
-char *sp_graph_expand(const char *text, const char *item, size_t index);
+/* Stage st's parameter `name` expanded for the item; NULL with err saying
+ * why, the stage and the parameter named (SP_ENOMEM, or a header
+ * keyword's code). */
+char *sp_gstage_expand(const sp_gstage_t *st, const char *name, const char *item, size_t index,
+		       sp_err_t *err);
 
 /* Reads keyword key of file path's header into value[n] (a string's text
  * without its quotes; a number as written); 0, or an SP_E* code with err

@@ -229,9 +229,17 @@ char *sp_graph_expand_item(const char *text, const char *item, size_t index, sp_
 	return b.s;
 }
 
-char *sp_graph_expand(const char *text, const char *item, size_t index)
+char *sp_gstage_expand(const sp_gstage_t *st, const char *name, const char *item, size_t index,
+		       sp_err_t *err)
 {
-	return sp_graph_expand_item(text, item, index, NULL);
+	sp_err_t e = { 0 };
+	char *t = sp_graph_expand_item(sp_gstage_param(st, name)->text, item, index, &e);
+	if (t == NULL && e.code != 0 && e.code != SP_ENOMEM)
+		sp_seterr(err, e.code, "%s (stage '%s', parameter %s)", e.msg, st->name, name);
+	else if (t == NULL)
+		sp_seterr(err, SP_ENOMEM, "%s: stage '%s': out of memory", item != NULL ? item : "",
+			  st->name);
+	return t;
 }
 
 static void free_items(char **v, size_t n)

@@ -113,7 +113,7 @@ static int bad_reference(ctx_t *c, sp_loc_t loc, const char *name, size_t len)
  * are reported there).  Returns the text (malloc'd), or NULL after
  * reporting a problem.  *builtin tells whether the result still holds a
  * per-item builtin; then a literal '$' stays written `$$`, for
- * sp_graph_expand(); otherwise the text is plain. */
+ * sp_graph_expand_item(); otherwise the text is plain. */
 static char *subst_text(ctx_t *c, const char *src, sp_loc_t loc, int *builtin)
 {
 	const char *s = src;

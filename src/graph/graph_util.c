@@ -8,7 +8,7 @@
 
 /*
  * DESIGN: out of memory while loading a graph is treated as impossible
- * (abort), as in most command-line tools; sp_graph_expand() returns NULL
+ * (abort), as in most command-line tools; sp_graph_expand_item() returns NULL
  * instead, since it runs per work item inside a batch.  Keys, variables and
  * stage names are looked up in hash tables (smap_t), so that a generated
  * graph with tens of thousands of keys loads in linear time.

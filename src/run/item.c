@@ -166,15 +166,10 @@ const sp_gstage_t *sp_item_producer(const sp_item_t *item, const sp_gstage_t *st
 
 char *sp_item_param(sp_item_t *item, const sp_gstage_t *stage, const char *name)
 {
-	const sp_gparam_t *p = sp_gstage_param(stage, name);
 	sp_err_t err = { 0 };
-	char *t = sp_graph_expand_item(p->text, item->path, item->index, &err);
-	if (t == NULL && err.code != 0)
-		sp_status_set(&item->status, err.code, "%s (stage '%s', parameter %s)", err.msg,
-			      stage->name, name);
-	else if (t == NULL)
-		sp_status_set(&item->status, SP_ENOMEM, "%s: stage '%s': out of memory", item->path,
-			      stage->name);
+	char *t = sp_gstage_expand(stage, name, item->path, item->index, &err);
+	if (t == NULL)
+		sp_status_set_err(&item->status, &err);
 	return t;
 }
 

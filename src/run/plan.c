@@ -55,15 +55,11 @@ static int output_file(const sp_gstage_t *st, size_t p, const char *item, size_t
 	    (st->kind->writes != NULL && !st->kind->writes(st, spec->name)))
 		return 0;
 	sp_err_t e = { 0 };
-	char *t = sp_graph_expand_item(sp_gstage_param(st, spec->name)->text, item, index, &e);
-	if (t == NULL && e.code != 0 && e.code != SP_ENOMEM) {
-		if (why != NULL)
-			sp_seterr(why, e.code, "%s (stage '%s', parameter %s)", e.msg, st->name,
-				  spec->name);
-		return e.code;
-	}
+	char *t = sp_gstage_expand(st, spec->name, item, index, &e);
+	if (t == NULL && e.code != SP_ENOMEM && why != NULL)
+		*why = e;
 	if (t == NULL)
-		return SP_ENOMEM;
+		return e.code;
 	if (t[0] == '\0')
 		free(t);
 	else

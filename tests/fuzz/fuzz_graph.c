@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < g->nstages; i++)
 			for (size_t j = 0; j < g->stages[i].kind->nparams; j++) {
 				const char *t = g->stages[i].params[j].text;
-				char *x = sp_graph_expand(t != NULL ? t : "", "dir/a.b.npy", i);
+				char *x = sp_graph_expand_item(t != NULL ? t : "", "dir/a.b.npy", i, NULL);
 				free(x);
 			}
 	}
